@@ -1,0 +1,229 @@
+/*
+ * rmx-echo: an echo server and a ping-pong client.
+ *
+ *   rmx-echo server URI                 echo every message back
+ *   rmx-echo client URI [COUNT [SIZE]]  send COUNT messages of SIZE bytes one
+ *                                       at a time, check each echo byte for
+ *                                       byte, print round-trip times
+ *
+ * URI is tcp://host:port, rdma://host:port or auto://host:port.
+ */
+#include <rmx/rmx.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+static rmx_ctx_t *ctx;
+
+static double now_us(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* ---- server ---- */
+
+static void echo_sent(rmx_conn_t *c, int status, void *arg)
+{
+  free(arg); /* the copy made for a large message, or NULL */
+  if (status && status != RMX_ECANCELED && status != RMX_ECONNRESET)
+    fprintf(stderr, "rmx-echo: echo failed: %s\n", rmx_strerror(status));
+}
+
+static void server_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
+{
+  /* Received data lives only during this callback; a large reply is sent
+   * zero-copy, so it needs a copy that outlives the send. */
+  void *copy = len > 4096 ? malloc(len) : NULL;
+  if (copy)
+    memcpy(copy, data, len);
+  int rc = rmx_send(c, copy ? copy : data, len, echo_sent, copy);
+  if (rc) {
+    fprintf(stderr, "rmx-echo: cannot echo %zu bytes: %s\n", len, rmx_strerror(rc));
+    free(copy);
+  }
+}
+
+static void server_closed(rmx_conn_t *c, void *arg) { (void)c, (void)arg; }
+
+static void server_disconnect(rmx_conn_t *c, int status, void *arg)
+{
+  rmx_conn_stats_t st;
+  rmx_conn_stats(c, &st);
+  printf("server: %s connection closed (%s): %llu messages, %llu bytes echoed\n",
+         rmx_conn_transport(c), status ? rmx_strerror(status) : "by the peer",
+         (unsigned long long)st.msgs_sent, (unsigned long long)st.bytes_sent);
+  fflush(stdout);
+  rmx_conn_close(c, server_closed, NULL);
+}
+
+static void on_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
+{
+  static const rmx_conn_cbs_t cbs = {.on_recv = server_recv, .on_disconnect = server_disconnect};
+  rmx_conn_set_cbs(c, &cbs, NULL);
+  printf("server: accepted a %s connection\n", rmx_conn_transport(c));
+  fflush(stdout);
+}
+
+static void on_signal(uv_signal_t *s, int signum) { rmx_ctx_stop(ctx); }
+
+static int run_server(const char *uri)
+{
+  rmx_listener_t *l;
+  char bound[128];
+  static uv_signal_t sig;
+  int rc = rmx_listen(ctx, uri, on_accept, NULL, &l);
+  if (rc) {
+    fprintf(stderr, "rmx-echo: cannot listen on %s: %s\n", uri, rmx_strerror(rc));
+    return 1;
+  }
+  rmx_listener_uri(l, bound, sizeof(bound));
+  printf("server: listening on %s\n", bound);
+  fflush(stdout);
+  uv_signal_init(rmx_ctx_loop(ctx), &sig);
+  uv_signal_start(&sig, on_signal, SIGTERM);
+  uv_unref((uv_handle_t *)&sig);
+  rmx_ctx_run(ctx);
+  uv_close((uv_handle_t *)&sig, NULL);
+  rmx_listener_close(l);
+  return 0;
+}
+
+/* ---- client ---- */
+
+typedef struct client {
+  rmx_conn_t *conn;
+  unsigned char *msg;
+  size_t size;
+  long count, done;
+  double t0, *rtt;
+  int failed;
+} client_t;
+
+static void client_send(client_t *cl);
+
+static void client_sent(rmx_conn_t *c, int status, void *arg)
+{
+  client_t *cl = arg;
+  if (status) {
+    fprintf(stderr, "rmx-echo: send failed: %s\n", rmx_strerror(status));
+    cl->failed = 1;
+  }
+}
+
+static void client_closed(rmx_conn_t *c, void *arg) { rmx_ctx_stop(ctx); }
+
+static void client_finish(client_t *cl)
+{
+  rmx_conn_close(cl->conn, client_closed, cl);
+}
+
+static void client_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
+{
+  client_t *cl = arg;
+  cl->rtt[cl->done] = now_us() - cl->t0;
+  if (len != cl->size || memcmp(data, cl->msg, len) != 0) {
+    fprintf(stderr, "rmx-echo: echo %ld differs from what was sent\n", cl->done);
+    cl->failed = 1;
+    client_finish(cl);
+    return;
+  }
+  if (++cl->done == cl->count)
+    client_finish(cl);
+  else
+    client_send(cl);
+}
+
+static void client_disconnect(rmx_conn_t *c, int status, void *arg)
+{
+  client_t *cl = arg;
+  fprintf(stderr, "rmx-echo: server went away: %s\n", rmx_strerror(status));
+  cl->failed = 1;
+  client_finish(cl);
+}
+
+static void client_send(client_t *cl)
+{
+  cl->msg[0] = (unsigned char)cl->done; /* every message differs */
+  cl->t0 = now_us();
+  int rc = rmx_send(cl->conn, cl->msg, cl->size, client_sent, cl);
+  if (rc) {
+    fprintf(stderr, "rmx-echo: send: %s\n", rmx_strerror(rc));
+    cl->failed = 1;
+    client_finish(cl);
+  }
+}
+
+static void on_connected(rmx_conn_t *c, int status, void *arg)
+{
+  client_t *cl = arg;
+  static const rmx_conn_cbs_t cbs = {.on_recv = client_recv, .on_disconnect = client_disconnect};
+  if (status) {
+    fprintf(stderr, "rmx-echo: connect failed: %s\n", rmx_strerror(status));
+    cl->failed = 1;
+    client_finish(cl);
+    return;
+  }
+  rmx_conn_set_cbs(c, &cbs, cl);
+  printf("client: connected over %s, sending %ld messages of %zu bytes\n", rmx_conn_transport(c),
+         cl->count, cl->size);
+  client_send(cl);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int run_client(const char *uri, long count, size_t size)
+{
+  client_t cl = {.size = size, .count = count};
+  cl.msg = malloc(size ? size : 1);
+  cl.rtt = calloc((size_t)count, sizeof(double));
+  for (size_t i = 0; i < size; i++)
+    cl.msg[i] = (unsigned char)(i * 131 + 7);
+  double start = now_us();
+  int rc = rmx_connect(ctx, uri, on_connected, &cl, &cl.conn);
+  if (rc) {
+    fprintf(stderr, "rmx-echo: cannot connect to %s: %s\n", uri, rmx_strerror(rc));
+    return 1;
+  }
+  rmx_ctx_run(ctx);
+  double secs = (now_us() - start) / 1e6;
+  if (!cl.failed && cl.done == count) {
+    qsort(cl.rtt, (size_t)count, sizeof(double), cmp_double);
+    printf("client: %ld echoes of %zu B checked: round trip median %.1f us, p99 %.1f us, "
+           "%.1f MB/s each way (%.2f s)\n",
+           count, size, cl.rtt[count / 2], cl.rtt[(count * 99) / 100], count * size / secs / 1e6,
+           secs);
+  }
+  free(cl.msg);
+  free(cl.rtt);
+  return cl.failed || cl.done != count;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 3 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
+    fprintf(stderr, "usage: rmx-echo server URI\n       rmx-echo client URI [COUNT [SIZE]]\n");
+    return 2;
+  }
+  int rc = rmx_ctx_create(&ctx, NULL, NULL);
+  if (rc) {
+    fprintf(stderr, "rmx-echo: %s\n", rmx_strerror(rc));
+    return 1;
+  }
+  if (strcmp(argv[1], "server") == 0)
+    rc = run_server(argv[2]);
+  else
+    rc = run_client(argv[2], argc > 3 ? atol(argv[3]) : 1000,
+                    argc > 4 ? strtoull(argv[4], NULL, 0) : 64);
+  if (rmx_ctx_destroy(ctx) != 0)
+    fprintf(stderr, "rmx-echo: context still busy at exit\n");
+  return rc;
+}

@@ -1,0 +1,330 @@
+/**
+ * @file rmx.h
+ * @brief rmx: message passing over RDMA verbs, with a TCP transport that
+ *        gives the same API where no RDMA device exists.
+ *
+ * The whole public API lives in this header.
+ *
+ * @section contract The callback contract
+ * Every call returns 0 or a negative @c RMX_E* code. When a call that takes a
+ * callback returns an error, that callback never runs. When it returns 0, the
+ * callback runs exactly once, later, from the context's event loop, never
+ * from inside the call, with a status: 0 on success, @ref RMX_ECANCELED when
+ * the local side closed the connection first, @ref RMX_ECONNRESET (or the
+ * reason the transport saw) when the connection died.
+ *
+ * @section threads Threads
+ * A context belongs to the thread that runs its loop. The only call other
+ * threads may make is rmx_ctx_post(). No locks are taken on the data path.
+ *
+ * @section objects Objects
+ * Handles (context, listener, connection, buffer) are opaque. Every
+ * connection the application receives (from rmx_connect() or an accept
+ * callback) must be closed once with rmx_conn_close(); its memory is released
+ * after its close callback has run.
+ */
+#ifndef RMX_RMX_H
+#define RMX_RMX_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define RMX_API __attribute__((visibility("default")))
+#else
+#define RMX_API
+#endif
+
+/** Library version. */
+#define RMX_VERSION_MAJOR 0
+#define RMX_VERSION_MINOR 1
+
+/* ------------------------------------------------------------------ */
+/** @name Errors                                                        */
+/* ------------------------------------------------------------------ */
+/**@{*/
+
+/**
+ * The one error space: negative errno values plus a private range below
+ * -4000. X(name, value, message) for each; the enum, rmx_strerror() and
+ * rmx_err_name() are generated from this list.
+ */
+#define RMX_ERRNO_MAP(X)                                                     \
+  X(EINVAL, -EINVAL, "invalid argument")                                     \
+  X(ENOMEM, -ENOMEM, "out of memory")                                        \
+  X(EAGAIN, -EAGAIN, "resource temporarily unavailable")                     \
+  X(EBUSY, -EBUSY, "object still has open children")                         \
+  X(EALREADY, -EALREADY, "operation already in progress")                    \
+  X(ECANCELED, -ECANCELED, "operation canceled")                             \
+  X(ECONNRESET, -ECONNRESET, "connection lost")                              \
+  X(ECONNREFUSED, -ECONNREFUSED, "connection refused")                       \
+  X(ENOTCONN, -ENOTCONN, "connection is not established")                    \
+  X(EMSGSIZE, -EMSGSIZE, "message larger than the configured maximum")       \
+  X(ETIMEDOUT, -ETIMEDOUT, "timed out")                                      \
+  X(EPROTO, -EPROTO, "protocol error: malformed or unexpected frame")        \
+  X(EACCES, -EACCES, "access denied")                                        \
+  X(ENOTSUP, -ENOTSUP, "operation not supported by this transport")          \
+  X(ENODEV, -ENODEV, "no usable RDMA device")                                \
+  X(EADDRINUSE, -EADDRINUSE, "address already in use")                       \
+  X(EADDRNOTAVAIL, -EADDRNOTAVAIL, "address not available")                  \
+  X(EHOSTUNREACH, -EHOSTUNREACH, "no route to host")                         \
+  X(ENETUNREACH, -ENETUNREACH, "network unreachable")                        \
+  X(ENOENT, -ENOENT, "no such entry")                                        \
+  X(EIO, -EIO, "I/O error")                                                  \
+  X(EVERSION, -4001, "peer speaks another rmx protocol version")             \
+  X(ENORESOLVE, -4002, "host name did not resolve")                          \
+  X(EMEMLOCK, -4003, "cannot pin memory: raise the locked-memory limit (ulimit -l)") \
+  X(EUNKNOWN, -4004, "unknown error")
+
+/** Error codes. Every API call returns 0 or one of these. */
+typedef enum {
+#define RMX_ERR_ENUM_(name, val, msg) RMX_##name = (val),
+  RMX_ERRNO_MAP(RMX_ERR_ENUM_)
+#undef RMX_ERR_ENUM_
+} rmx_err_t;
+
+/** @brief Human-readable message for an error code (never NULL). */
+RMX_API const char *rmx_strerror(int err);
+/** @brief Symbolic name of an error code, e.g. "RMX_ECONNRESET" (never NULL). */
+RMX_API const char *rmx_err_name(int err);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Handles and callbacks                                         */
+/* ------------------------------------------------------------------ */
+/**@{*/
+typedef struct rmx_ctx rmx_ctx_t;           /**< A context: one per thread. */
+typedef struct rmx_listener rmx_listener_t; /**< A listening endpoint. */
+typedef struct rmx_conn rmx_conn_t;         /**< A connection. */
+typedef struct rmx_buf rmx_buf_t;           /**< A registered pool buffer. */
+struct uv_loop_s;
+
+/** @brief An incoming connection is established. Set its callbacks here. */
+typedef void (*rmx_accept_cb)(rmx_listener_t *l, rmx_conn_t *c, void *arg);
+/** @brief rmx_connect() finished: status 0, or why it failed. */
+typedef void (*rmx_connect_cb)(rmx_conn_t *c, int status, void *arg);
+/** @brief A message arrived. @p data is valid only during the callback. */
+typedef void (*rmx_recv_cb)(rmx_conn_t *c, const void *data, size_t len, void *arg);
+/**
+ * @brief The connection went down without a local rmx_conn_close():
+ * status 0 when the peer closed it on purpose, else the reason (for example
+ * @ref RMX_ECONNRESET or @ref RMX_EPROTO). Every operation outstanding on it
+ * has already completed with an error. The application still calls
+ * rmx_conn_close().
+ */
+typedef void (*rmx_disconnect_cb)(rmx_conn_t *c, int status, void *arg);
+/** @brief A send completed: the data may be reused (0), or it failed. */
+typedef void (*rmx_send_cb)(rmx_conn_t *c, int status, void *arg);
+/** @brief The connection is closed; its handle is invalid after this returns. */
+typedef void (*rmx_close_cb)(rmx_conn_t *c, void *arg);
+/** @brief A function run on the context's thread by rmx_ctx_post(). */
+typedef void (*rmx_post_fn)(void *arg);
+
+/** Per-connection event callbacks; see rmx_conn_set_cbs(). */
+typedef struct rmx_conn_cbs {
+  rmx_recv_cb on_recv;             /**< messages; NULL drops them (logged) */
+  rmx_disconnect_cb on_disconnect; /**< peer loss; may be NULL */
+} rmx_conn_cbs_t;
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Configuration and context                                     */
+/* ------------------------------------------------------------------ */
+/**@{*/
+
+/** Log levels for @c RMX_LOG. */
+typedef enum {
+  RMX_LOG_NONE = 0, RMX_LOG_ERROR, RMX_LOG_WARN, RMX_LOG_INFO, RMX_LOG_DEBUG, RMX_LOG_TRACE
+} rmx_log_level_t;
+
+/** How completions are found. */
+typedef enum {
+  RMX_PROGRESS_EVENT = 0, /**< sleep on completion channels (default) */
+  RMX_PROGRESS_POLL = 1   /**< busy-poll every loop iteration */
+} rmx_progress_t;
+
+/**
+ * Context configuration. Fill it with rmx_config_init(), then change fields.
+ * New fields are only ever appended.
+ */
+typedef struct rmx_config {
+  uint32_t eager_size;     /**< bytes per eager receive buffer, header included (RMX_EAGER_SIZE, 8192) */
+  uint32_t rx_depth;       /**< receive buffers per connection = initial credits (RMX_RX_DEPTH, 64) */
+  uint64_t max_msg_size;   /**< largest message accepted or sent (RMX_MAX_MSG_SIZE, 64 MiB) */
+  uint32_t rndv_depth;     /**< large messages fetched at once per connection (RMX_RNDV_DEPTH, 4) */
+  uint32_t connect_timeout_ms; /**< connect and handshake limit (RMX_CONNECT_TIMEOUT_MS, 10000) */
+  rmx_log_level_t log_level;   /**< RMX_LOG=none|error|warn|info|debug|trace (warn) */
+  rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll (event) */
+  char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE) */
+} rmx_config_t;
+
+/**
+ * @brief Fill @p cfg with defaults, then apply @c RMX_* environment overrides.
+ * @return 0, or @ref RMX_EINVAL when an environment value does not parse
+ *         (the message names the variable).
+ */
+RMX_API int rmx_config_init(rmx_config_t *cfg);
+
+/**
+ * @brief Create a context.
+ * @param[out] ctx  the new context
+ * @param loop      a libuv loop to live in, or NULL for a private one
+ * @param cfg       configuration, or NULL for rmx_config_init()'s
+ * @return 0, @ref RMX_EINVAL (bad configuration), @ref RMX_ENOMEM
+ */
+RMX_API int rmx_ctx_create(rmx_ctx_t **ctx, struct uv_loop_s *loop, const rmx_config_t *cfg);
+
+/** @brief Run the private loop until rmx_ctx_stop() or nothing is left to do.
+ *  @return 0, or @ref RMX_EINVAL for a context on the caller's loop. */
+RMX_API int rmx_ctx_run(rmx_ctx_t *ctx);
+
+/** @brief Make rmx_ctx_run() return after the current loop iteration. */
+RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
+
+/**
+ * @brief Destroy a context.
+ *
+ * Every listener and connection must have been closed first. Connections
+ * whose close is still in flight are finished here (their callbacks run).
+ * With the caller's loop, the caller runs that loop once more afterwards so
+ * libuv can release the context's handles.
+ * @return 0, or @ref RMX_EBUSY while a listener or connection is open.
+ */
+RMX_API int rmx_ctx_destroy(rmx_ctx_t *ctx);
+
+/**
+ * @brief Run @p fn(@p arg) on the context's thread. The only call that is
+ *        safe from any thread.
+ * @return 0, @ref RMX_ENOMEM, @ref RMX_ECANCELED once destruction began.
+ */
+RMX_API int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg);
+
+/** @brief The libuv loop the context runs in. */
+RMX_API struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Connections                                                   */
+/* ------------------------------------------------------------------ */
+/**@{*/
+
+/**
+ * @brief Listen for connections.
+ *
+ * URIs: @c tcp://host:port, @c rdma://host:port, @c auto://host:port (RDMA
+ * when a usable device serves the address, else TCP). IPv6 literals go in
+ * brackets. Port 0 picks a free port: see rmx_listener_uri().
+ * @code
+ * rmx_listener_t *l;
+ * int rc = rmx_listen(ctx, "tcp://0.0.0.0:7471", on_accept, NULL, &l);
+ * @endcode
+ * @return 0, @ref RMX_EINVAL (bad URI), @ref RMX_ENORESOLVE,
+ *         @ref RMX_EADDRINUSE, @ref RMX_ENOTSUP (scheme unavailable here),
+ *         @ref RMX_ENODEV, @ref RMX_ENOMEM
+ */
+RMX_API int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept,
+                       void *arg, rmx_listener_t **l);
+
+/** @brief The URI the listener is bound to, with the real port.
+ *  @return 0, or @ref RMX_EINVAL when @p len is too small. */
+RMX_API int rmx_listener_uri(rmx_listener_t *l, char *buf, size_t len);
+
+/** @brief Stop accepting. Established connections stay open. The handle is
+ *  invalid after the call. */
+RMX_API void rmx_listener_close(rmx_listener_t *l);
+
+/**
+ * @brief Open a connection. The host name resolves asynchronously.
+ * @param on_connected  runs once: 0, or @ref RMX_ECONNREFUSED,
+ *        @ref RMX_ETIMEDOUT, @ref RMX_ENORESOLVE, @ref RMX_EVERSION,
+ *        @ref RMX_EPROTO, @ref RMX_ECANCELED (closed first), ...
+ * @param[out] c  the connection; close it with rmx_conn_close() whatever the
+ *        outcome.
+ * @return 0, @ref RMX_EINVAL (bad URI), @ref RMX_ENOTSUP, @ref RMX_ENOMEM
+ */
+RMX_API int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected,
+                        void *arg, rmx_conn_t **c);
+
+/** @brief Set the event callbacks and their argument. */
+RMX_API void rmx_conn_set_cbs(rmx_conn_t *c, const rmx_conn_cbs_t *cbs, void *arg);
+
+/**
+ * @brief Close a connection. Operations still pending complete with
+ * @ref RMX_ECANCELED; messages already handed to the transport are delivered
+ * before the peer sees the close. @p on_closed runs after every other
+ * callback of this connection.
+ * @return 0, or @ref RMX_EALREADY when already closing.
+ */
+RMX_API int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg);
+
+/** @brief Name of the transport carrying the connection: "tcp" or "rdma". */
+RMX_API const char *rmx_conn_transport(const rmx_conn_t *c);
+
+/** Per-connection counters. */
+typedef struct rmx_conn_stats {
+  uint64_t msgs_sent;      /**< messages whose send completed successfully */
+  uint64_t bytes_sent;     /**< their payload bytes */
+  uint64_t msgs_recv;      /**< messages delivered to on_recv */
+  uint64_t bytes_recv;     /**< their payload bytes */
+  uint64_t eager_sent;     /**< messages sent in one frame */
+  uint64_t rndv_sent;      /**< messages sent by rendezvous (remote read) */
+  uint64_t credit_stalls;  /**< times a send waited for credits */
+  uint64_t credit_frames;  /**< explicit credit-return frames sent */
+  uint64_t errors;         /**< operations completed with an error */
+} rmx_conn_stats_t;
+
+/** @brief Copy the connection's counters into @p st. */
+RMX_API void rmx_conn_stats(const rmx_conn_t *c, rmx_conn_stats_t *st);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Messages                                                      */
+/* ------------------------------------------------------------------ */
+/**@{*/
+
+/**
+ * @brief Send a message of 0 .. max_msg_size bytes. Order is kept per
+ * connection.
+ *
+ * Small messages are copied into a registered buffer before the call
+ * returns. Large ones (above the eager size) go zero-copy by rendezvous:
+ * the peer reads them from @p data, which must stay valid and unchanged
+ * until @p on_sent runs.
+ * @return 0, @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL,
+ *         @ref RMX_ENOMEM
+ */
+RMX_API int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on_sent,
+                     void *arg);
+
+/**
+ * @brief Take a registered buffer of at least @p size bytes from the pool,
+ * to build a message in place and send it with rmx_send_buf() (no copy).
+ * @return 0, @ref RMX_EMSGSIZE (over max_msg_size), @ref RMX_ENOMEM
+ */
+RMX_API int rmx_buf_get(rmx_ctx_t *ctx, size_t size, rmx_buf_t **b);
+/** @brief Where to write the message. */
+RMX_API void *rmx_buf_data(rmx_buf_t *b);
+/** @brief How many bytes rmx_buf_data() holds. */
+RMX_API size_t rmx_buf_size(const rmx_buf_t *b);
+/** @brief Return a buffer that will not be sent. */
+RMX_API void rmx_buf_put(rmx_buf_t *b);
+
+/**
+ * @brief Send the first @p len bytes of a pool buffer, without copying.
+ * On 0 the buffer belongs to rmx and returns to the pool after @p on_sent;
+ * on error it still belongs to the caller.
+ * @return as rmx_send(), plus @ref RMX_EINVAL when @p len exceeds the buffer.
+ */
+RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent,
+                         void *arg);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RMX_RMX_H */

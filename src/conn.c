@@ -1,0 +1,439 @@
+/*
+ * Connection manager: listen, connect, accept, handshake, close, and the one
+ * path every connection takes down (rmx__conn_down -> transport close ->
+ * CLOSED -> conn_finish), so each outcome is reported exactly once.
+ */
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmx_int.h"
+
+static void conn_finish(rmx_conn_t *c);
+
+static rmx_conn_t *conn_new(rmx_ctx_t *ctx, int tpi)
+{
+  rmx_conn_t *c = calloc(1, sizeof(*c));
+  if (!c)
+    return NULL;
+  c->ctx = ctx;
+  c->tpi = tpi;
+  c->ops = ctx->tp_ops[tpi];
+  rmx_list_init(&c->ctrlq);
+  rmx_list_init(&c->sendq);
+  rmx_list_init(&c->rndv_wait);
+  rmx_list_init(&c->rxq);
+  rmx_list_push(&ctx->conns, &c->link);
+  return c;
+}
+
+static void listener_unref(rmx_listener_t *l)
+{
+  if (--l->refs == 0)
+    free(l);
+}
+
+void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
+{
+  rmx_wire_hello_t h = {
+    .magic = RMX_WIRE_MAGIC,
+    .version = RMX_WIRE_VERSION,
+    .eager_size = ctx->cfg.eager_size,
+    .rx_depth = ctx->cfg.rx_depth,
+    .max_msg = ctx->cfg.max_msg_size,
+    .rndv_depth = ctx->cfg.rndv_depth,
+  };
+  rmx_wire_hello_encode(&h, out);
+}
+
+/* Decode and sanity-check a peer's hello; logs why it is refused. */
+static int hello_check(rmx_ctx_t *ctx, const char *who, const void *data, size_t len,
+                       rmx_wire_hello_t *h)
+{
+  int rc = rmx_wire_hello_decode(data, len, h);
+  if (rc == RMX_EVERSION) {
+    RMX_LOG(ctx, ERROR, "%s speaks rmx protocol version %u, this side speaks %u: refused", who,
+            h->version, RMX_WIRE_VERSION);
+    return rc;
+  }
+  if (rc) {
+    RMX_LOG(ctx, ERROR, "%s sent a handshake that is not rmx's (%zu bytes): refused", who, len);
+    return rc;
+  }
+  if (h->eager_size < 256 || h->eager_size > (1u << 20) || h->rx_depth < 4 ||
+      h->rx_depth > 16384) {
+    RMX_LOG(ctx, ERROR, "%s announced impossible limits (eager %u B, depth %u): refused", who,
+            h->eager_size, h->rx_depth);
+    return RMX_EPROTO;
+  }
+  return 0;
+}
+
+/* ---- listening ---- */
+
+static int resolve_now(rmx_ctx_t *ctx, const rmx__uri_t *u, struct addrinfo **res)
+{
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  int rc = getaddrinfo(u->host, u->port, &hints, res);
+  if (rc) {
+    RMX_LOG(ctx, ERROR, "cannot resolve '%s': %s", u->host, gai_strerror(rc));
+    return RMX_ENORESOLVE;
+  }
+  return 0;
+}
+
+int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *arg,
+               rmx_listener_t **out)
+{
+  rmx__uri_t u;
+  struct addrinfo *res;
+  int tpi, rc;
+
+  if (!ctx || !on_accept || !out)
+    return RMX_EINVAL;
+  if ((rc = rmx__uri_parse(uri, &u)) != 0) {
+    RMX_LOG(ctx, ERROR, "'%s' is not a valid URI (scheme://host:port)", uri ? uri : "(null)");
+    return rc;
+  }
+  if ((rc = rmx__ctx_tp(ctx, u.scheme, &tpi)) != 0)
+    return rc;
+  if ((rc = resolve_now(ctx, &u, &res)) != 0)
+    return rc;
+  rmx_listener_t *l = calloc(1, sizeof(*l));
+  if (!l) {
+    rc = RMX_ENOMEM;
+    goto out_res;
+  }
+  l->ctx = ctx;
+  l->tpi = tpi;
+  l->on_accept = on_accept;
+  l->arg = arg;
+  l->refs = 1;
+  rc = ctx->tp_ops[tpi]->listen(ctx->tp[tpi], res->ai_addr, l, &l->tl);
+  if (rc) {
+    free(l);
+    goto out_res;
+  }
+  rmx_list_push(&ctx->listeners, &l->link);
+  *out = l;
+out_res:
+  freeaddrinfo(res);
+  return rc;
+}
+
+int rmx_listener_uri(rmx_listener_t *l, char *buf, size_t len)
+{
+  struct sockaddr_storage ss;
+  char addr[80];
+  int rc = l->ctx->tp_ops[l->tpi]->listen_addr(l->tl, &ss);
+  if (rc)
+    return rc;
+  rmx__sa_str((struct sockaddr *)&ss, addr, sizeof(addr));
+  int n = snprintf(buf, len, "%s://%s", l->ctx->tp_ops[l->tpi]->name, addr);
+  return n < 0 || (size_t)n >= len ? RMX_EINVAL : 0;
+}
+
+void rmx_listener_close(rmx_listener_t *l)
+{
+  if (!l || l->closed)
+    return;
+  l->closed = 1;
+  rmx_list_del(&l->link);
+  l->ctx->tp_ops[l->tpi]->listen_close(l->tl);
+  listener_unref(l);
+}
+
+void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, size_t len)
+{
+  rmx_ctx_t *ctx = l->ctx;
+  const rmx_tp_ops_t *ops = ctx->tp_ops[l->tpi];
+  rmx_wire_hello_t h;
+  uint8_t mine[RMX_WIRE_HELLO_LEN];
+  int rc;
+
+  if (l->closed) {
+    ops->reject(tc, RMX_ECONNREFUSED);
+    return;
+  }
+  if ((rc = hello_check(ctx, "incoming peer", hello, len, &h)) != 0) {
+    ops->reject(tc, rc);
+    return;
+  }
+  rmx_conn_t *c = conn_new(ctx, l->tpi);
+  if (!c) {
+    ops->reject(tc, RMX_ENOMEM);
+    return;
+  }
+  /* Owned by the core until on_accept hands it over. */
+  c->passive = 1;
+  c->user_closed = 1;
+  c->state = RMX_CS_ACCEPTING;
+  c->listener = l;
+  l->refs++;
+  rmx__msg_init(c, &h);
+  rmx__hello_local(ctx, mine);
+  if ((rc = ops->accept(tc, c, mine, sizeof(mine))) != 0) {
+    ops->reject(tc, rc);
+    rmx_list_del(&c->link);
+    listener_unref(l);
+    free(c);
+    return;
+  }
+  c->tc = tc;
+  c->tp_state = RMX_TPS_OPEN;
+}
+
+/* ---- connecting ---- */
+
+static void connect_start(rmx_conn_t *c, const struct sockaddr *sa)
+{
+  rmx_ctx_t *ctx = c->ctx;
+  uint8_t hello[RMX_WIRE_HELLO_LEN];
+  rmx__hello_local(ctx, hello);
+  int rc = c->ops->connect(ctx->tp[c->tpi], sa, hello, sizeof(hello), c, &c->tc);
+  if (rc) {
+    rmx__conn_down(c, rc);
+    return;
+  }
+  c->tp_state = RMX_TPS_OPEN;
+  c->state = RMX_CS_CONNECTING;
+}
+
+static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+  rmx_conn_t *c = rmx_container_of(req, rmx_conn_t, gai);
+  c->gai_active = 0;
+  if (c->user_closed)
+    rmx__conn_down(c, RMX_ECANCELED);
+  else if (status) {
+    RMX_LOG(c->ctx, ERROR, "cannot resolve '%s': %s", c->host, uv_strerror(status));
+    rmx__conn_down(c, rmx__uv_err(status) == RMX_ECANCELED ? RMX_ECANCELED : RMX_ENORESOLVE);
+  } else
+    connect_start(c, res->ai_addr);
+  uv_freeaddrinfo(res);
+}
+
+int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, void *arg,
+                rmx_conn_t **out)
+{
+  rmx__uri_t u;
+  int tpi, rc;
+
+  if (!ctx || !on_connected || !out)
+    return RMX_EINVAL;
+  if ((rc = rmx__uri_parse(uri, &u)) != 0) {
+    RMX_LOG(ctx, ERROR, "'%s' is not a valid URI (scheme://host:port)", uri ? uri : "(null)");
+    return rc;
+  }
+  if ((rc = rmx__ctx_tp(ctx, u.scheme, &tpi)) != 0)
+    return rc;
+  rmx_conn_t *c = conn_new(ctx, tpi);
+  if (!c)
+    return RMX_ENOMEM;
+  c->on_connected = on_connected;
+  c->connect_arg = arg;
+  c->state = RMX_CS_RESOLVING;
+  memcpy(c->host, u.host, sizeof(c->host));
+  memcpy(c->port, u.port, sizeof(c->port));
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_NUMERICSERV};
+  rc = uv_getaddrinfo(ctx->loop, &c->gai, gai_cb, c->host, c->port, &hints);
+  if (rc) {
+    rmx_list_del(&c->link);
+    free(c);
+    return rmx__uv_err(rc);
+  }
+  c->gai_active = 1;
+  *out = c;
+  return 0;
+}
+
+/* ---- events from the transport ---- */
+
+static void on_established(rmx_conn_t *c, const rmx_tp_ev_t *ev)
+{
+  rmx_wire_hello_t h;
+  int rc;
+
+  if (c->state == RMX_CS_CONNECTING) {
+    if ((rc = hello_check(c->ctx, "server", ev->data, ev->len, &h)) != 0) {
+      rmx__conn_down(c, rc);
+      return;
+    }
+    rmx__msg_init(c, &h);
+    c->state = RMX_CS_ESTABLISHED;
+    c->reported = 1;
+    c->on_connected(c, 0, c->connect_arg);
+  } else if (c->state == RMX_CS_ACCEPTING) {
+    rmx_listener_t *l = c->listener;
+    c->listener = NULL;
+    if (l->closed) {
+      listener_unref(l);
+      rmx__conn_down(c, RMX_ECONNREFUSED);
+      return;
+    }
+    c->state = RMX_CS_ESTABLISHED;
+    c->user_closed = 0;
+    c->reported = 1; /* from here the user owns it */
+    l->on_accept(l, c, l->arg);
+    listener_unref(l);
+  }
+  /* Data that arrived with the handshake, or sends queued in on_accept. */
+  if (c->state == RMX_CS_ESTABLISHED)
+    rmx__msg_progress(c);
+}
+
+void rmx__conn_on_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
+{
+  switch (ev->type) {
+  case RMX_TP_EV_ESTABLISHED:
+    on_established(c, ev);
+    break;
+  case RMX_TP_EV_DISCONNECTED:
+    rmx__conn_down(c, ev->status ? ev->status : RMX_ECONNRESET);
+    break;
+  case RMX_TP_EV_CLOSED:
+    c->tp_state = RMX_TPS_CLOSED;
+    c->tc = NULL;
+    conn_finish(c);
+    break;
+  default:
+    break;
+  }
+}
+
+/* ---- going down: one path for every cause ---- */
+
+static void tp_close(rmx_conn_t *c)
+{
+  if (c->tp_state == RMX_TPS_OPEN) {
+    c->tp_state = RMX_TPS_CLOSING;
+    c->ops->close(c->tc);
+  }
+}
+
+static void deferred_finish(rmx__deferred_t *d)
+{
+  conn_finish(rmx_container_of(d, rmx_conn_t, defer));
+}
+
+/*
+ * The connection stops carrying traffic: status 0 for an orderly close by
+ * the peer. Safe to call more than once; the first cause wins.
+ */
+void rmx__conn_down(rmx_conn_t *c, int status)
+{
+  if (c->state == RMX_CS_DOWN) {
+    /* Already going down gracefully: a second cause closes at once. */
+    tp_close(c);
+    return;
+  }
+  if (c->state == RMX_CS_ESTABLISHED && status != 0 && status != RMX_ECANCELED)
+    RMX_LOG(c->ctx, WARN, "connection %p (%s) lost: %s", (void *)c, c->ops->name,
+            rmx_strerror(status));
+  c->was_established = c->state == RMX_CS_ESTABLISHED;
+  c->state = RMX_CS_DOWN;
+  c->err = status;
+  if (c->tp_state == RMX_TPS_OPEN)
+    tp_close(c);
+  else if (c->tp_state == RMX_TPS_NONE) {
+    c->tp_state = RMX_TPS_CLOSED;
+    c->defer.fn = deferred_finish;
+    rmx__defer(c->ctx, &c->defer);
+  }
+}
+
+static void maybe_free(rmx_conn_t *c)
+{
+  if (!c->finished || !c->user_closed || c->ops_out || c->freeing)
+    return;
+  c->freeing = 1;
+  if (c->on_closed)
+    c->on_closed(c, c->close_arg);
+  rmx_list_del(&c->link);
+  free(c);
+}
+
+static void deferred_free(rmx__deferred_t *d) { maybe_free(rmx_container_of(d, rmx_conn_t, defer)); }
+
+static void schedule_free(rmx_conn_t *c)
+{
+  c->defer.fn = deferred_free;
+  rmx__defer(c->ctx, &c->defer);
+}
+
+/* The transport is closed: fail what is left, report once, maybe free. */
+static void conn_finish(rmx_conn_t *c)
+{
+  int op_status = c->user_closed ? RMX_ECANCELED : (c->err ? c->err : RMX_ECONNRESET);
+  c->finished = 1;
+  rmx__msg_fail_all(c, op_status);
+  if (c->listener) {
+    listener_unref(c->listener);
+    c->listener = NULL;
+  }
+  if (!c->reported) {
+    c->reported = 1;
+    if (c->on_connected) /* an active connect that never got through */
+      c->on_connected(c, c->user_closed ? RMX_ECANCELED : op_status, c->connect_arg);
+  } else if (c->was_established && !c->user_closed && c->cbs.on_disconnect) {
+    c->cbs.on_disconnect(c, c->err, c->cbs_arg);
+  }
+  if (c->user_closed && c->ops_out == 0)
+    maybe_free(c);
+}
+
+void rmx__conn_unref_op(rmx_conn_t *c)
+{
+  if (--c->ops_out == 0 && c->finished && c->user_closed)
+    schedule_free(c);
+}
+
+/* ---- public ---- */
+
+int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg)
+{
+  if (!c)
+    return RMX_EINVAL;
+  if (c->user_closed)
+    return RMX_EALREADY;
+  c->user_closed = 1;
+  c->on_closed = on_closed;
+  c->close_arg = arg;
+  switch (c->state) {
+  case RMX_CS_RESOLVING:
+    uv_cancel((uv_req_t *)&c->gai); /* gai_cb sees user_closed */
+    break;
+  case RMX_CS_ESTABLISHED:
+    c->was_established = 1;
+    c->state = RMX_CS_DOWN;
+    c->err = RMX_ECANCELED;
+    /* Orderly: what was handed to the transport goes first, then BYE, then
+     * the transport closes when BYE's send completes. */
+    if (rmx__msg_queue_bye(c) != 0)
+      tp_close(c);
+    break;
+  case RMX_CS_DOWN:
+    if (c->finished)
+      schedule_free(c);
+    break;
+  default:
+    rmx__conn_down(c, RMX_ECANCELED);
+    break;
+  }
+  return 0;
+}
+
+void rmx__conn_bye_sent(rmx_conn_t *c) { tp_close(c); }
+
+void rmx_conn_set_cbs(rmx_conn_t *c, const rmx_conn_cbs_t *cbs, void *arg)
+{
+  c->cbs = *cbs;
+  c->cbs_arg = arg;
+}
+
+const char *rmx_conn_transport(const rmx_conn_t *c) { return c->ops->name; }
+
+void rmx_conn_stats(const rmx_conn_t *c, rmx_conn_stats_t *st) { *st = c->st; }

@@ -1,0 +1,371 @@
+/* Context: configuration, the loop, deferred work, cross-thread posts. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "rmx_int.h"
+
+typedef struct rmx__post {
+  rmx_list_t link;
+  rmx_post_fn fn;
+  void *arg;
+} rmx__post_t;
+
+/* ---- configuration ---- */
+
+static int env_u64(const char *name, uint64_t min, uint64_t max, uint64_t *out)
+{
+  const char *v = getenv(name);
+  if (!v || !*v)
+    return 0;
+  char *end;
+  unsigned long long x = strtoull(v, &end, 0);
+  /* K, M, G suffixes: sizes are easier to read that way */
+  if (*end == 'K' || *end == 'k') x <<= 10, end++;
+  else if (*end == 'M' || *end == 'm') x <<= 20, end++;
+  else if (*end == 'G' || *end == 'g') x <<= 30, end++;
+  if (*end != '\0' || v[0] == '-' || x < min || x > max) {
+    fprintf(stderr, "rmx error: %s=%s is not a number in [%" PRIu64 ", %" PRIu64 "]\n", name, v,
+            min, max);
+    return RMX_EINVAL;
+  }
+  *out = x;
+  return 0;
+}
+
+static int env_u32(const char *name, uint32_t min, uint32_t max, uint32_t *out)
+{
+  uint64_t x = *out;
+  int rc = env_u64(name, min, max, &x);
+  *out = (uint32_t)x;
+  return rc;
+}
+
+static int env_word(const char *name, const char *const *words, int n, int *out)
+{
+  const char *v = getenv(name);
+  if (!v || !*v)
+    return 0;
+  for (int i = 0; i < n; i++)
+    if (strcasecmp(v, words[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  fprintf(stderr, "rmx error: %s=%s is not one of the accepted words\n", name, v);
+  return RMX_EINVAL;
+}
+
+/* Limits a configuration must respect, shared by env parsing and ctx_create. */
+#define RMX_EAGER_MIN 256u
+#define RMX_EAGER_MAX (1u << 20)
+#define RMX_DEPTH_MIN 4u
+#define RMX_DEPTH_MAX 16384u
+#define RMX_MSG_MAX (1ull << 40)
+
+int rmx_config_init(rmx_config_t *cfg)
+{
+  static const char *const levels[] = {"none", "error", "warn", "info", "debug", "trace"};
+  static const char *const modes[] = {"event", "poll"};
+  int lvl = RMX_LOG_WARN, mode = RMX_PROGRESS_EVENT, rc = 0;
+
+  if (!cfg)
+    return RMX_EINVAL;
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->eager_size = 8192;
+  cfg->rx_depth = 64;
+  cfg->max_msg_size = 64ull << 20;
+  cfg->rndv_depth = 4;
+  cfg->connect_timeout_ms = 10000;
+
+  rc |= env_u32("RMX_EAGER_SIZE", RMX_EAGER_MIN, RMX_EAGER_MAX, &cfg->eager_size);
+  rc |= env_u32("RMX_RX_DEPTH", RMX_DEPTH_MIN, RMX_DEPTH_MAX, &cfg->rx_depth);
+  rc |= env_u64("RMX_MAX_MSG_SIZE", 0, RMX_MSG_MAX, &cfg->max_msg_size);
+  rc |= env_u32("RMX_RNDV_DEPTH", 1, 1024, &cfg->rndv_depth);
+  rc |= env_u32("RMX_CONNECT_TIMEOUT_MS", 1, 3600000, &cfg->connect_timeout_ms);
+  rc |= env_word("RMX_LOG", levels, 6, &lvl);
+  rc |= env_word("RMX_PROGRESS", modes, 2, &mode);
+  const char *dev = getenv("RMX_DEVICE");
+  if (dev)
+    snprintf(cfg->device, sizeof(cfg->device), "%s", dev);
+  cfg->log_level = (rmx_log_level_t)lvl;
+  cfg->progress = (rmx_progress_t)mode;
+  return rc ? RMX_EINVAL : 0;
+}
+
+static int config_check(const rmx_config_t *c)
+{
+  if (c->eager_size < RMX_EAGER_MIN || c->eager_size > RMX_EAGER_MAX)
+    return RMX_EINVAL;
+  if (c->rx_depth < RMX_DEPTH_MIN || c->rx_depth > RMX_DEPTH_MAX)
+    return RMX_EINVAL;
+  if (c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 || c->connect_timeout_ms == 0)
+    return RMX_EINVAL;
+  if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_POLL)
+    return RMX_EINVAL;
+  return 0;
+}
+
+/* ---- deferred work ---- */
+
+static void idle_cb(uv_idle_t *h)
+{
+  rmx_ctx_t *ctx = h->data;
+  rmx_list_t *n;
+  /* Take one at a time: a callback may queue more or free neighbours. */
+  while ((n = rmx_list_pop(&ctx->deferred)) != NULL) {
+    rmx__deferred_t *d = rmx_container_of(n, rmx__deferred_t, link);
+    d->fn(d);
+  }
+  uv_idle_stop(h);
+}
+
+void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
+{
+  if (rmx_list_empty(&ctx->deferred))
+    uv_idle_start(&ctx->idle, idle_cb);
+  rmx_list_push(&ctx->deferred, &d->link);
+}
+
+/* ---- cross-thread posts ---- */
+
+static void async_cb(uv_async_t *h)
+{
+  rmx_ctx_t *ctx = h->data;
+  rmx_list_t batch;
+  rmx_list_init(&batch);
+  uv_mutex_lock(&ctx->post_lock);
+  rmx_list_splice(&batch, &ctx->posted);
+  uv_mutex_unlock(&ctx->post_lock);
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&batch)) != NULL) {
+    rmx__post_t *p = rmx_container_of(n, rmx__post_t, link);
+    p->fn(p->arg);
+    free(p);
+  }
+}
+
+int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg)
+{
+  if (!ctx || !fn)
+    return RMX_EINVAL;
+  rmx__post_t *p = malloc(sizeof(*p));
+  if (!p)
+    return RMX_ENOMEM;
+  p->fn = fn;
+  p->arg = arg;
+  uv_mutex_lock(&ctx->post_lock);
+  if (ctx->destroying) {
+    uv_mutex_unlock(&ctx->post_lock);
+    free(p);
+    return RMX_ECANCELED;
+  }
+  rmx_list_push(&ctx->posted, &p->link);
+  uv_async_send(&ctx->async);
+  uv_mutex_unlock(&ctx->post_lock);
+  return 0;
+}
+
+/* ---- op freelist: no allocation per message in steady state ---- */
+
+rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind)
+{
+  rmx_list_t *n = rmx_list_pop(&ctx->free_ops);
+  rmx__op_t *op;
+  if (n) {
+    op = rmx_container_of(n, rmx__op_t, link);
+  } else {
+    op = malloc(sizeof(*op));
+    if (!op)
+      return NULL;
+    ctx->ops_allocated++;
+  }
+  memset(op, 0, offsetof(rmx__op_t, frame));
+  rmx_list_init(&op->link);
+  op->conn = c;
+  op->kind = (uint8_t)kind;
+  c->ops_out++;
+  return op;
+}
+
+void rmx__op_put(rmx__op_t *op)
+{
+  rmx_conn_t *c = op->conn;
+  rmx_list_push(&c->ctx->free_ops, &op->link);
+  rmx__conn_unref_op(c);
+}
+
+/* ---- context ---- */
+
+int rmx__ctx_tp(rmx_ctx_t *ctx, rmx__scheme_t scheme, int *tpi)
+{
+  int i;
+  switch (scheme) {
+  case RMX_SCHEME_TCP: i = RMX_TP_TCP; break;
+#ifdef RMX_HAVE_VERBS
+  case RMX_SCHEME_RDMA: i = RMX_TP_VERBS; break;
+  case RMX_SCHEME_AUTO: {
+    /* Verbs when a device can be opened here, else TCP. */
+    i = RMX_TP_VERBS;
+    if (!ctx->tp[i] && ctx->tp_ops[i]->init(ctx, &ctx->tp[i]) != 0)
+      i = RMX_TP_TCP;
+    break;
+  }
+#else
+  case RMX_SCHEME_RDMA:
+    RMX_LOG(ctx, ERROR, "rdma:// is not available: rmx was built without rdma-core");
+    return RMX_ENOTSUP;
+  case RMX_SCHEME_AUTO: i = RMX_TP_TCP; break;
+#endif
+  default: return RMX_EINVAL;
+  }
+  if (!ctx->tp[i]) {
+    int rc = ctx->tp_ops[i]->init(ctx, &ctx->tp[i]);
+    if (rc)
+      return rc;
+  }
+  *tpi = i;
+  return 0;
+}
+
+int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *cfg)
+{
+  rmx_ctx_t *ctx;
+  int rc;
+
+  if (!out)
+    return RMX_EINVAL;
+  ctx = calloc(1, sizeof(*ctx));
+  if (!ctx)
+    return RMX_ENOMEM;
+  if (cfg) {
+    ctx->cfg = *cfg;
+  } else if ((rc = rmx_config_init(&ctx->cfg)) != 0) {
+    goto err_free;
+  }
+  if ((rc = config_check(&ctx->cfg)) != 0)
+    goto err_free;
+
+  if (loop) {
+    ctx->loop = loop;
+  } else {
+    if (uv_loop_init(&ctx->own_loop)) {
+      rc = RMX_ENOMEM;
+      goto err_free;
+    }
+    ctx->loop = &ctx->own_loop;
+    ctx->owns_loop = 1;
+  }
+  if (uv_mutex_init(&ctx->post_lock)) {
+    rc = RMX_ENOMEM;
+    goto err_loop;
+  }
+  if (uv_async_init(ctx->loop, &ctx->async, async_cb)) {
+    rc = RMX_ENOMEM;
+    goto err_mutex;
+  }
+  ctx->async.data = ctx;
+  /* The async handle only wakes the loop; it must not keep it alive. */
+  uv_unref((uv_handle_t *)&ctx->async);
+  uv_idle_init(ctx->loop, &ctx->idle);
+  ctx->idle.data = ctx;
+  ctx->handles = 2;
+
+  rmx_list_init(&ctx->deferred);
+  rmx_list_init(&ctx->posted);
+  rmx_list_init(&ctx->conns);
+  rmx_list_init(&ctx->listeners);
+  rmx_list_init(&ctx->free_ops);
+  rmx__pool_init(&ctx->pool);
+  ctx->tp_ops[RMX_TP_TCP] = &rmx_tcp_ops;
+#ifdef RMX_HAVE_VERBS
+  ctx->tp_ops[RMX_TP_VERBS] = &rmx_verbs_ops;
+#endif
+  *out = ctx;
+  return 0;
+
+err_mutex:
+  uv_mutex_destroy(&ctx->post_lock);
+err_loop:
+  if (ctx->owns_loop)
+    uv_loop_close(&ctx->own_loop);
+err_free:
+  free(ctx);
+  return rc;
+}
+
+int rmx_ctx_run(rmx_ctx_t *ctx)
+{
+  if (!ctx || !ctx->owns_loop)
+    return RMX_EINVAL;
+  uv_run(ctx->loop, UV_RUN_DEFAULT);
+  return 0;
+}
+
+void rmx_ctx_stop(rmx_ctx_t *ctx) { uv_stop(ctx->loop); }
+
+struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx) { return ctx->loop; }
+struct uv_loop_s *rmx__ctx_uv(rmx_ctx_t *ctx) { return ctx->loop; }
+const rmx_config_t *rmx__ctx_cfg(rmx_ctx_t *ctx) { return &ctx->cfg; }
+
+static void ctx_free(rmx_ctx_t *ctx)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&ctx->free_ops)) != NULL)
+    free(rmx_container_of(n, rmx__op_t, link));
+  while ((n = rmx_list_pop(&ctx->posted)) != NULL)
+    free(rmx_container_of(n, rmx__post_t, link));
+  uv_mutex_destroy(&ctx->post_lock);
+  if (ctx->owns_loop) {
+    int rc = uv_loop_close(&ctx->own_loop);
+    if (rc)
+      RMX_LOG(ctx, WARN, "loop still had handles at destroy: %s", uv_strerror(rc));
+  }
+  free(ctx);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+  rmx_ctx_t *ctx = h->data;
+  if (--ctx->handles == 0 && !ctx->owns_loop)
+    ctx_free(ctx);
+}
+
+int rmx_ctx_destroy(rmx_ctx_t *ctx)
+{
+  rmx_list_t *n;
+  if (!ctx)
+    return RMX_EINVAL;
+  if (!rmx_list_empty(&ctx->listeners))
+    return RMX_EBUSY;
+  rmx_list_foreach(n, &ctx->conns) {
+    if (!rmx_container_of(n, rmx_conn_t, link)->user_closed)
+      return RMX_EBUSY;
+  }
+  /* Handshakes still in flight have no owner but the core: end them. */
+  rmx_list_foreach(n, &ctx->conns) {
+    rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, link);
+    if (c->state == RMX_CS_ACCEPTING)
+      rmx__conn_down(c, RMX_ECANCELED);
+  }
+  /* Finish the closes in flight so their callbacks run exactly once. */
+  while (!rmx_list_empty(&ctx->conns) || !rmx_list_empty(&ctx->deferred))
+    uv_run(ctx->loop, UV_RUN_ONCE);
+  /* Registrations go before the transports that made them. */
+  rmx__pool_fini(ctx, &ctx->pool);
+  for (int i = 0; i < RMX_TP_COUNT; i++)
+    if (ctx->tp[i])
+      ctx->tp_ops[i]->fini(ctx->tp[i]);
+  uv_mutex_lock(&ctx->post_lock);
+  ctx->destroying = 1;
+  uv_mutex_unlock(&ctx->post_lock);
+  async_cb(&ctx->async); /* posts that raced in still run once */
+  uv_close((uv_handle_t *)&ctx->async, handle_closed);
+  uv_close((uv_handle_t *)&ctx->idle, handle_closed);
+  if (ctx->owns_loop) {
+    uv_run(ctx->loop, UV_RUN_DEFAULT);
+    ctx_free(ctx);
+  }
+  return 0;
+}

@@ -1,0 +1,37 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "rmx_int.h"
+
+static const char *const level_name[] = {"none", "error", "warn", "info", "debug", "trace"};
+
+/* Diagnostics go to stderr, one line each, never to stdout. */
+void rmx__log(rmx_ctx_t *ctx, rmx_log_level_t lvl, const char *fmt, ...)
+{
+  char line[512];
+  va_list ap;
+  (void)ctx;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "rmx %s: %s\n", level_name[lvl], line);
+}
+
+const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len)
+{
+  char ip[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *in = (const void *)sa;
+    inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+    snprintf(buf, len, "%s:%u", ip, ntohs(in->sin_port));
+  } else if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const void *)sa;
+    inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+    snprintf(buf, len, "[%s]:%u", ip, ntohs(in6->sin6_port));
+  } else {
+    snprintf(buf, len, "(family %d)", sa->sa_family);
+  }
+  return buf;
+}

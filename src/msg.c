@@ -1,0 +1,536 @@
+/*
+ * Messages: eager frames, credit flow control, rendezvous, in-order delivery.
+ *
+ * Credits: a credit is one free receive buffer at the peer. Every frame but
+ * BYE spends one. User messages and FINs leave the last credit alone; only a
+ * CREDIT frame may spend it, so two peers that each owe the other credits can
+ * always get one frame through and neither waits forever. Credits come back
+ * in the header of every frame, or in a CREDIT frame once half of the
+ * receive window is owed.
+ *
+ * Inbound messages are delivered in the order they were sent. An eager
+ * message that finds nothing ahead of it is delivered straight from the
+ * receive buffer; one that arrives behind a rendezvous still being read is
+ * copied and held. Its credit is returned only on delivery, so a peer can
+ * never make us hold more than rx_depth messages.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmx_int.h"
+
+#define FRAME_HDR(b) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN)
+
+static void protocol_error(rmx_conn_t *c, const char *why)
+{
+  RMX_LOG(c->ctx, ERROR, "closing connection %p (%s): protocol error: %s", (void *)c,
+          c->ops->name, why);
+  rmx__conn_down(c, RMX_EPROTO);
+}
+
+void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer)
+{
+  const rmx_config_t *cfg = &c->ctx->cfg;
+  uint32_t frame = peer->eager_size < cfg->eager_size ? peer->eager_size : cfg->eager_size;
+  c->peer_depth = peer->rx_depth;
+  c->credits = peer->rx_depth;
+  c->eager_max = frame - RMX_WIRE_HDR_LEN;
+  c->max_msg = peer->max_msg < cfg->max_msg_size ? peer->max_msg : cfg->max_msg_size;
+}
+
+static int op_status(rmx_conn_t *c, int status)
+{
+  if (status == 0)
+    return 0;
+  if (c->user_closed)
+    return RMX_ECANCELED;
+  /* The transport cancels what it still holds when we close it because the
+   * peer went away: report the peer's loss, not a cancel nobody asked for. */
+  if (status == RMX_ECANCELED)
+    return c->err ? c->err : RMX_ECONNRESET;
+  return status;
+}
+
+/* Complete a user send exactly once and release what it held. */
+static void user_done(rmx__op_t *op, int status)
+{
+  rmx_conn_t *c = op->conn;
+  if (op->mem)
+    c->ops->mem_dereg(op->mem);
+  if (op->buf)
+    rmx__buf_free(c->ctx, op->buf);
+  if (status == 0) {
+    c->st.msgs_sent++;
+    c->st.bytes_sent += op->len;
+  } else {
+    c->st.errors++;
+  }
+  rmx_send_cb cb = op->cb;
+  void *arg = op->arg;
+  rmx__op_put(op);
+  if (cb)
+    cb(c, status, arg);
+}
+
+/* ---- posting ---- */
+
+static uint16_t take_owed(rmx_conn_t *c)
+{
+  uint32_t n = c->owed > UINT16_MAX ? UINT16_MAX : c->owed;
+  c->owed -= n;
+  c->owed_data = c->owed_data > c->owed ? c->owed : c->owed_data;
+  c->rx_unreturned -= n;
+  return (uint16_t)n;
+}
+
+static int post(rmx_conn_t *c, rmx__op_t *op)
+{
+  rmx_tp_sge_t sge;
+  int rc;
+
+  if (op->kind == RMX_OP_EAGER) {
+    uint8_t *hdr = FRAME_HDR(op->buf);
+    rmx_wire_set_credits(hdr, take_owed(c));
+    sge.addr = hdr;
+    sge.len = RMX_WIRE_HDR_LEN + op->len;
+    sge.mem = NULL;
+    if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
+      if ((rc = rmx__buf_mem(c->ctx, op->buf, c->tpi, &sge.mem)) != 0)
+        return rc;
+    }
+  } else {
+    if (op->ctrl != RMX_FR_BYE)
+      rmx_wire_set_credits(op->frame, take_owed(c));
+    sge.addr = op->frame;
+    sge.len = op->frame_len;
+    sge.mem = NULL;
+  }
+  if (op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_CREDIT)
+    c->credit_queued = 0;
+  rc = c->ops->send(c->tc, &sge, 1, op);
+  if (rc)
+    return rc;
+  if (!(op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_BYE))
+    c->credits--;
+  if (op->kind == RMX_OP_RNDV)
+    rmx_list_push(&c->rndv_wait, &op->link);
+  return 0;
+}
+
+/* Send what credits allow: control frames first, then user messages. */
+void rmx__msg_progress(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  int rc;
+
+  if (c->tp_state != RMX_TPS_OPEN || c->state == RMX_CS_CONNECTING ||
+      c->state == RMX_CS_RESOLVING)
+    return;
+  while ((n = c->ctrlq.next) != &c->ctrlq) {
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->ctrl == RMX_FR_CREDIT && c->owed == 0) {
+      /* A frame that went out since returned them already. */
+      rmx_list_del(n);
+      c->credit_queued = 0;
+      rmx__op_put(op);
+      continue;
+    }
+    uint32_t need = op->ctrl == RMX_FR_BYE ? 0 : op->ctrl == RMX_FR_CREDIT ? 1 : 2;
+    if (c->credits < need)
+      break;
+    rmx_list_del(n);
+    if ((rc = post(c, op)) != 0) {
+      rmx__op_put(op);
+      rmx__conn_down(c, rc);
+      return;
+    }
+  }
+  if (c->state != RMX_CS_ESTABLISHED)
+    return;
+  while ((n = c->sendq.next) != &c->sendq && c->credits >= 2) {
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    rmx_list_del(n);
+    if ((rc = post(c, op)) != 0) {
+      rmx_list_push(&c->sendq, &op->link); /* fails with the rest in conn_finish */
+      rmx__conn_down(c, rc);
+      return;
+    }
+    c->stalled = 0;
+  }
+  if (!rmx_list_empty(&c->sendq) && !c->stalled) {
+    c->stalled = 1;
+    c->st.credit_stalls++;
+  }
+}
+
+static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin)
+{
+  rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_CTRL);
+  if (!op)
+    return RMX_ENOMEM;
+  op->ctrl = type;
+  if (type == RMX_FR_FIN)
+    op->frame_len = (uint32_t)rmx_wire_fin_encode(op->frame, 0, fin);
+  else
+    op->frame_len = (uint32_t)rmx_wire_hdr_encode(op->frame, type, 0, 0);
+  rmx_list_push(&c->ctrlq, &op->link);
+  return 0;
+}
+
+int rmx__msg_queue_bye(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  /* FINs the credits allow still go (the peer's sends complete); what is
+   * left could hold BYE back forever, since no credit returns after close. */
+  rmx__msg_progress(c);
+  while ((n = rmx_list_pop(&c->ctrlq)) != NULL)
+    rmx__op_put(rmx_container_of(n, rmx__op_t, link));
+  c->credit_queued = 0;
+  int rc = queue_ctrl(c, RMX_FR_BYE, NULL);
+  if (rc == 0)
+    rmx__msg_progress(c);
+  return rc;
+}
+
+static void maybe_return_credits(rmx_conn_t *c)
+{
+  uint32_t half = c->ctx->cfg.rx_depth / 2;
+  if (c->owed_data >= half && !c->credit_queued && c->state == RMX_CS_ESTABLISHED) {
+    if (queue_ctrl(c, RMX_FR_CREDIT, NULL) == 0) {
+      c->credit_queued = 1;
+      c->st.credit_frames++;
+    }
+  }
+}
+
+/* ---- sending ---- */
+
+static int send_common(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf,
+                       rmx_send_cb cb, void *arg)
+{
+  rmx__op_t *op;
+  int rc;
+
+  if (!c || (!data && len))
+    return RMX_EINVAL;
+  if (c->state != RMX_CS_ESTABLISHED)
+    return RMX_ENOTCONN;
+  if (len > c->max_msg)
+    return RMX_EMSGSIZE;
+
+  if (len <= c->eager_max) {
+    op = rmx__op_get(c->ctx, c, RMX_OP_EAGER);
+    if (!op)
+      return RMX_ENOMEM;
+    if (ubuf) {
+      op->buf = ubuf;
+      op->user_buf = 1;
+    } else {
+      if ((rc = rmx__buf_alloc(c->ctx, len, &op->buf)) != 0) {
+        rmx__op_put(op);
+        return rc;
+      }
+      if (len)
+        memcpy(rmx_buf_data(op->buf), data, len);
+    }
+    rmx_wire_hdr_encode(FRAME_HDR(op->buf), RMX_FR_DATA, 0, (uint32_t)len);
+    c->st.eager_sent++;
+  } else {
+    op = rmx__op_get(c->ctx, c, RMX_OP_RNDV);
+    if (!op)
+      return RMX_ENOMEM;
+    rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)data, len,
+                         RMX_TP_ACC_LOCAL | RMX_TP_ACC_REMOTE_READ, &op->mem);
+    if (rc) {
+      rmx__op_put(op);
+      return rc;
+    }
+    op->buf = ubuf;
+    op->user_buf = ubuf != NULL;
+    op->data = data;
+    op->id = ++c->next_id;
+    rmx_wire_rts_t rts = {.id = op->id, .addr = (uintptr_t)data, .size = len,
+                          .rkey = c->ops->mem_rkey(op->mem)};
+    op->frame_len = (uint32_t)rmx_wire_rts_encode(op->frame, 0, &rts);
+    c->st.rndv_sent++;
+  }
+  op->len = len;
+  op->cb = cb;
+  op->arg = arg;
+  rmx_list_push(&c->sendq, &op->link);
+  rmx__msg_progress(c);
+  return 0;
+}
+
+int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on_sent, void *arg)
+{
+  return send_common(c, data, len, NULL, on_sent, arg);
+}
+
+int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent, void *arg)
+{
+  if (!b || len > b->cap)
+    return RMX_EINVAL;
+  return send_common(c, rmx_buf_data(b), len, b, on_sent, arg);
+}
+
+static void rndv_done(rmx__op_t *op)
+{
+  user_done(op, op_status(op->conn, op->status));
+}
+
+void rmx__msg_send_done(rmx_conn_t *c, rmx__op_t *op, int status)
+{
+  switch (op->kind) {
+  case RMX_OP_EAGER:
+    user_done(op, op_status(c, status));
+    break;
+  case RMX_OP_RNDV:
+    op->sent = 1;
+    if (status) {
+      rmx_list_del(&op->link);
+      op->status = status;
+      rndv_done(op);
+    } else if (op->ready) { /* FIN came first */
+      rndv_done(op);
+    }
+    break;
+  case RMX_OP_CTRL: {
+    int bye = op->ctrl == RMX_FR_BYE;
+    rmx__op_put(op);
+    if (bye)
+      rmx__conn_bye_sent(c);
+    break;
+  }
+  default:
+    break;
+  }
+  if (status && c->state != RMX_CS_DOWN)
+    rmx__conn_down(c, status);
+  else
+    rmx__msg_progress(c);
+}
+
+/* ---- receiving ---- */
+
+static void deliver(rmx_conn_t *c, const void *data, size_t len)
+{
+  c->st.msgs_recv++;
+  c->st.bytes_recv += len;
+  if (c->cbs.on_recv)
+    c->cbs.on_recv(c, data, len, c->cbs_arg);
+  else
+    RMX_LOG(c->ctx, DEBUG, "connection %p: %zu-byte message dropped: no on_recv", (void *)c, len);
+}
+
+static void rx_free(rmx__op_t *op)
+{
+  rmx_conn_t *c = op->conn;
+  if (op->mem)
+    c->ops->mem_dereg(op->mem);
+  if (op->buf)
+    rmx__buf_free(c->ctx, op->buf);
+  free(op->heap);
+  rmx__op_put(op);
+}
+
+static void credit_back(rmx_conn_t *c)
+{
+  c->owed++;
+  c->owed_data++;
+}
+
+static void deliver_ready(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  while (c->state == RMX_CS_ESTABLISHED && (n = c->rxq.next) != &c->rxq) {
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (!op->ready)
+      break;
+    rmx_list_del(n);
+    credit_back(c);
+    deliver(c, op->data, op->len);
+    rx_free(op);
+  }
+}
+
+static void start_reads(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  int rc;
+  rmx_list_foreach(n, &c->rxq) {
+    if (c->rndv_reads >= c->ctx->cfg.rndv_depth)
+      return;
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->ready || op->reading)
+      continue;
+    op->heap = malloc(op->len);
+    if (!op->heap) {
+      RMX_LOG(c->ctx, ERROR, "cannot allocate %zu bytes for an incoming message", op->len);
+      rmx__conn_down(c, RMX_ENOMEM);
+      return;
+    }
+    op->data = op->heap;
+    if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
+      rc = c->ops->mem_reg(c->ctx->tp[c->tpi], op->heap, op->len, RMX_TP_ACC_LOCAL, &op->mem);
+      if (rc) {
+        rmx__conn_down(c, rc);
+        return;
+      }
+    }
+    rc = c->ops->read(c->tc, op->heap, op->len, op->mem, op->rts.addr, op->rts.rkey, op);
+    if (rc) {
+      rmx__conn_down(c, rc);
+      return;
+    }
+    op->reading = 1;
+    c->rndv_reads++;
+  }
+}
+
+void rmx__msg_read_done(rmx_conn_t *c, rmx__op_t *op, int status)
+{
+  op->reading = 0;
+  c->rndv_reads--;
+  if (status) {
+    if (c->state != RMX_CS_DOWN) {
+      RMX_LOG(c->ctx, ERROR, "connection %p: reading a %zu-byte message failed: %s", (void *)c,
+              op->len, rmx_strerror(status));
+      rmx__conn_down(c, status);
+    }
+    return; /* the entry stays in rxq and is freed with the connection */
+  }
+  op->ready = 1;
+  rmx_wire_fin_t fin = {.id = op->rts.id, .status = 0};
+  if (queue_ctrl(c, RMX_FR_FIN, &fin) != 0) {
+    rmx__conn_down(c, RMX_ENOMEM);
+    return;
+  }
+  /* FIN before delivery: the sender's buffer is free sooner, and a receiver
+   * that closes from on_recv does not strand the sender's callback. */
+  rmx__msg_progress(c);
+  deliver_ready(c);
+  start_reads(c);
+  maybe_return_credits(c);
+  rmx__msg_progress(c);
+}
+
+static int on_fin(rmx_conn_t *c, const rmx_wire_fin_t *fin)
+{
+  rmx_list_t *n;
+  rmx_list_foreach(n, &c->rndv_wait) {
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->id != fin->id)
+      continue;
+    rmx_list_del(n);
+    op->status = fin->status <= 0 && fin->status > -4096 ? fin->status : RMX_EIO;
+    op->ready = 1;
+    if (op->sent)
+      rndv_done(op);
+    return 0;
+  }
+  return RMX_EPROTO;
+}
+
+static int hold(rmx_conn_t *c, const rmx_frame_t *f)
+{
+  rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_RX);
+  if (!op)
+    return RMX_ENOMEM;
+  op->len = f->type == RMX_FR_DATA ? f->payload_len : f->u.rts.size;
+  if (f->type == RMX_FR_DATA) {
+    if (rmx__buf_alloc(c->ctx, op->len, &op->buf) != 0) {
+      rmx__op_put(op);
+      return RMX_ENOMEM;
+    }
+    op->data = rmx_buf_data(op->buf);
+    memcpy(rmx_buf_data(op->buf), f->payload, op->len);
+    op->ready = 1;
+  } else {
+    op->rts = f->u.rts;
+  }
+  rmx_list_push(&c->rxq, &op->link);
+  return 0;
+}
+
+void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
+{
+  rmx_frame_t f;
+  const char *why;
+
+  if (c->state != RMX_CS_ESTABLISHED)
+    return; /* closing: nothing more is delivered */
+  if (rmx_wire_decode(buf, len, &f, &why) != 0) {
+    protocol_error(c, why);
+    return;
+  }
+  if (len > c->ctx->cfg.eager_size) {
+    protocol_error(c, "frame larger than the receive buffers");
+    return;
+  }
+  if ((uint64_t)c->credits + f.credits > c->peer_depth) {
+    protocol_error(c, "peer returned more credits than it was owed");
+    return;
+  }
+  c->credits += f.credits;
+  if (f.type != RMX_FR_BYE && ++c->rx_unreturned > c->ctx->cfg.rx_depth) {
+    protocol_error(c, "peer sent more frames than its credits allow");
+    return;
+  }
+
+  switch (f.type) {
+  case RMX_FR_DATA:
+    if (rmx_list_empty(&c->rxq)) {
+      credit_back(c);
+      deliver(c, f.payload, f.payload_len);
+    } else if (hold(c, &f) != 0) {
+      rmx__conn_down(c, RMX_ENOMEM);
+      return;
+    }
+    break;
+  case RMX_FR_RTS:
+    if (f.u.rts.size > c->ctx->cfg.max_msg_size) {
+      RMX_LOG(c->ctx, ERROR, "peer announced a %llu-byte message; the maximum is %llu",
+              (unsigned long long)f.u.rts.size, (unsigned long long)c->ctx->cfg.max_msg_size);
+      protocol_error(c, "message larger than the configured maximum");
+      return;
+    }
+    if (hold(c, &f) != 0) {
+      rmx__conn_down(c, RMX_ENOMEM);
+      return;
+    }
+    start_reads(c);
+    break;
+  case RMX_FR_FIN:
+    credit_back(c);
+    if (on_fin(c, &f.u.fin) != 0) {
+      protocol_error(c, "FIN for a message that is not waiting for one");
+      return;
+    }
+    break;
+  case RMX_FR_CREDIT:
+    c->owed++; /* returned, but never a reason to send a CREDIT frame back */
+    break;
+  case RMX_FR_BYE:
+    rmx__conn_down(c, 0);
+    return;
+  }
+  deliver_ready(c);
+  maybe_return_credits(c);
+  rmx__msg_progress(c);
+}
+
+/* The connection is down and the transport closed: every op left fails. */
+void rmx__msg_fail_all(rmx_conn_t *c, int status)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&c->ctrlq)) != NULL)
+    rmx__op_put(rmx_container_of(n, rmx__op_t, link));
+  while ((n = rmx_list_pop(&c->rxq)) != NULL)
+    rx_free(rmx_container_of(n, rmx__op_t, link));
+  /* User callbacks last: they may call back into rmx. */
+  while ((n = rmx_list_pop(&c->rndv_wait)) != NULL)
+    user_done(rmx_container_of(n, rmx__op_t, link), status);
+  while ((n = rmx_list_pop(&c->sendq)) != NULL)
+    user_done(rmx_container_of(n, rmx__op_t, link), status);
+}

@@ -1,0 +1,154 @@
+/*
+ * Registered-buffer pool. Buffers come in power-of-two size classes
+ * (256 B .. 1 MiB) cut from page-aligned slabs; a slab is registered with a
+ * transport once, on first use, and every buffer in it shares that
+ * registration. Larger requests get a slab of their own, freed on return.
+ * Steady state: a list pop and a list push per message.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmx_int.h"
+
+#define SLAB_BYTES (256u << 10) /* target slab size for small classes */
+#define SLAB_MIN_BUFS 4u
+
+struct rmx__slab {
+  rmx_list_t link;
+  rmx_ctx_t *ctx;
+  uint8_t *mem;
+  size_t bytes;
+  uint32_t nbufs;
+  rmx_tp_mem_t *reg[RMX_TP_COUNT];
+  rmx_buf_t bufs[];
+};
+
+void rmx__pool_init(rmx__pool_t *p)
+{
+  for (int i = 0; i < RMX_POOL_CLASSES; i++)
+    rmx_list_init(&p->free[i]);
+  rmx_list_init(&p->slabs);
+  p->bytes = 0;
+}
+
+int rmx__pool_class(size_t size)
+{
+  for (int i = 0; i < RMX_POOL_CLASSES; i++)
+    if (size <= ((size_t)1 << (RMX_POOL_MIN_SHIFT + i)))
+      return i;
+  return -1;
+}
+
+static rmx__slab_t *slab_new(rmx_ctx_t *ctx, size_t cap, uint32_t n, int cls)
+{
+  rmx__pool_t *p = &ctx->pool;
+  size_t stride = RMX_BUF_HEADROOM + cap;
+  size_t bytes = (stride * n + 4095) & ~(size_t)4095;
+  rmx__slab_t *s = calloc(1, sizeof(*s) + n * sizeof(rmx_buf_t));
+  if (!s)
+    return NULL;
+  s->mem = aligned_alloc(4096, bytes);
+  if (!s->mem) {
+    free(s);
+    return NULL;
+  }
+  s->ctx = ctx;
+  s->bytes = bytes;
+  s->nbufs = n;
+  for (uint32_t i = 0; i < n; i++) {
+    rmx_buf_t *b = &s->bufs[i];
+    b->slab = s;
+    b->base = s->mem + i * stride;
+    b->cap = (uint32_t)cap;
+    b->cls = (int8_t)cls;
+    rmx_list_init(&b->link);
+    if (cls >= 0)
+      rmx_list_push(&p->free[cls], &b->link);
+  }
+  rmx_list_push(&p->slabs, &s->link);
+  p->bytes += bytes;
+  return s;
+}
+
+static void slab_free(rmx_ctx_t *ctx, rmx__pool_t *p, rmx__slab_t *s)
+{
+  for (int i = 0; i < RMX_TP_COUNT; i++)
+    if (s->reg[i])
+      ctx->tp_ops[i]->mem_dereg(s->reg[i]);
+  rmx_list_del(&s->link);
+  p->bytes -= s->bytes;
+  free(s->mem);
+  free(s);
+}
+
+void rmx__pool_fini(rmx_ctx_t *ctx, rmx__pool_t *p)
+{
+  rmx_list_t *n;
+  while ((n = p->slabs.next) != &p->slabs)
+    slab_free(ctx, p, rmx_container_of(n, rmx__slab_t, link));
+  rmx__pool_init(p);
+}
+
+int rmx__buf_alloc(rmx_ctx_t *ctx, size_t size, rmx_buf_t **out)
+{
+  rmx__pool_t *p = &ctx->pool;
+  int cls = rmx__pool_class(size);
+  if (cls < 0) {
+    if (size > UINT32_MAX)
+      return RMX_EMSGSIZE;
+    rmx__slab_t *s = slab_new(ctx, size, 1, -1);
+    if (!s)
+      return RMX_ENOMEM;
+    *out = &s->bufs[0];
+    return 0;
+  }
+  if (rmx_list_empty(&p->free[cls])) {
+    size_t cap = (size_t)1 << (RMX_POOL_MIN_SHIFT + cls);
+    uint32_t n = (uint32_t)(SLAB_BYTES / (cap + RMX_BUF_HEADROOM));
+    if (!slab_new(ctx, cap, n < SLAB_MIN_BUFS ? SLAB_MIN_BUFS : n, cls))
+      return RMX_ENOMEM;
+  }
+  *out = rmx_container_of(rmx_list_pop(&p->free[cls]), rmx_buf_t, link);
+  return 0;
+}
+
+void rmx__buf_free(rmx_ctx_t *ctx, rmx_buf_t *b)
+{
+  if (b->cls < 0)
+    slab_free(ctx, &ctx->pool, b->slab);
+  else
+    rmx_list_push(&ctx->pool.free[b->cls], &b->link);
+}
+
+int rmx__buf_mem(rmx_ctx_t *ctx, rmx_buf_t *b, int tpi, rmx_tp_mem_t **out)
+{
+  rmx__slab_t *s = b->slab;
+  if (!s->reg[tpi]) {
+    int rc = ctx->tp_ops[tpi]->mem_reg(ctx->tp[tpi], s->mem, s->bytes, RMX_TP_ACC_LOCAL,
+                                       &s->reg[tpi]);
+    if (rc)
+      return rc;
+  }
+  *out = s->reg[tpi];
+  return 0;
+}
+
+/* ---- public ---- */
+
+int rmx_buf_get(rmx_ctx_t *ctx, size_t size, rmx_buf_t **b)
+{
+  if (!ctx || !b)
+    return RMX_EINVAL;
+  if (size > ctx->cfg.max_msg_size)
+    return RMX_EMSGSIZE;
+  return rmx__buf_alloc(ctx, size, b);
+}
+
+void *rmx_buf_data(rmx_buf_t *b) { return b->base + RMX_BUF_HEADROOM; }
+size_t rmx_buf_size(const rmx_buf_t *b) { return b->cap; }
+
+void rmx_buf_put(rmx_buf_t *b)
+{
+  if (b)
+    rmx__buf_free(b->slab->ctx, b);
+}

@@ -1,0 +1,26 @@
+/*
+ * The progress engine's core side: every transport completion enters here
+ * and becomes a state change or a user callback. The transports own the
+ * waiting (libuv readiness for TCP, completion channels for verbs).
+ */
+#include "rmx_int.h"
+
+void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
+{
+  switch (ev->type) {
+  case RMX_TP_EV_RECV:
+    rmx__msg_recv(c, ev->data, ev->len);
+    break;
+  case RMX_TP_EV_SEND:
+    rmx__msg_send_done(c, ev->op, ev->status);
+    break;
+  case RMX_TP_EV_READ:
+    rmx__msg_read_done(c, ev->op, ev->status);
+    break;
+  case RMX_TP_EV_ESTABLISHED:
+  case RMX_TP_EV_DISCONNECTED:
+  case RMX_TP_EV_CLOSED:
+    rmx__conn_on_event(c, ev);
+    break;
+  }
+}

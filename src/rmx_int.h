@@ -1,0 +1,200 @@
+/* Internal definitions of the transport-independent core. */
+#ifndef RMX_INT_H
+#define RMX_INT_H
+
+#include <rmx/rmx.h>
+#include <uv.h>
+
+#include "../transport/transport.h"
+#include "list.h"
+#include "wire.h"
+
+#define RMX_HIDDEN __attribute__((visibility("hidden")))
+
+enum { RMX_TP_TCP = 0, RMX_TP_VERBS = 1, RMX_TP_COUNT = 2 };
+
+/* ---- deferred work: runs from the loop, never inside an API call ---- */
+typedef struct rmx__deferred {
+  rmx_list_t link;
+  void (*fn)(struct rmx__deferred *d);
+} rmx__deferred_t;
+
+void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d);
+
+/* ---- buffer pool ---- */
+#define RMX_BUF_HEADROOM 64 /* room for a frame header before the payload */
+#define RMX_POOL_MIN_SHIFT 8
+#define RMX_POOL_CLASSES 13 /* 256 B .. 1 MiB, doubling */
+
+typedef struct rmx__slab rmx__slab_t;
+
+struct rmx_buf {
+  rmx_list_t link;
+  rmx__slab_t *slab;
+  uint8_t *base;   /* headroom, then the user's bytes */
+  uint32_t cap;    /* user bytes */
+  int8_t cls;      /* size class, or -1 for a dedicated allocation */
+};
+
+typedef struct rmx__pool {
+  rmx_list_t free[RMX_POOL_CLASSES];
+  rmx_list_t slabs;
+  size_t bytes; /* allocated, for stats and limits */
+} rmx__pool_t;
+
+void rmx__pool_init(rmx__pool_t *p);
+void rmx__pool_fini(rmx_ctx_t *ctx, rmx__pool_t *p);
+int rmx__buf_alloc(rmx_ctx_t *ctx, size_t size, rmx_buf_t **out);
+void rmx__buf_free(rmx_ctx_t *ctx, rmx_buf_t *b);
+/* The buffer's registration with transport tpi, made on first use. */
+int rmx__buf_mem(rmx_ctx_t *ctx, rmx_buf_t *b, int tpi, rmx_tp_mem_t **out);
+int rmx__pool_class(size_t size); /* class index, or -1 when too large */
+
+/* ---- operations: sends, control frames, inbound messages ---- */
+typedef enum {
+  RMX_OP_EAGER,  /* a user message in one DATA frame */
+  RMX_OP_RNDV,   /* a user message by rendezvous: RTS now, FIN later */
+  RMX_OP_CTRL,   /* an internal frame: CREDIT, FIN, BYE */
+  RMX_OP_RX,     /* an inbound message waiting for in-order delivery */
+} rmx__op_kind_t;
+
+typedef struct rmx__op {
+  rmx_list_t link;
+  rmx_conn_t *conn;
+  uint8_t kind;
+  uint8_t ctrl;       /* frame type for CTRL ops */
+  uint8_t sent;       /* RNDV: the RTS send completed */
+  uint8_t ready;      /* RX: data complete */
+  uint8_t reading;    /* RX: a read is in flight */
+  uint8_t user_buf;   /* buf belongs to the user's rmx_send_buf() */
+  int status;
+  rmx_send_cb cb;
+  void *arg;
+  rmx_buf_t *buf;     /* EAGER: frame; RX: held eager copy */
+  const void *data;   /* RNDV: the message; RX: where it is */
+  size_t len;
+  rmx_tp_mem_t *mem;  /* RNDV source / RX destination registration */
+  void *heap;         /* RX: rendezvous destination */
+  uint64_t id;
+  rmx_wire_rts_t rts; /* RX: where to read from */
+  uint32_t frame_len; /* CTRL/RNDV: bytes in frame[] */
+  uint8_t frame[RMX_WIRE_CTRL_MAX];
+} rmx__op_t;
+
+rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind);
+void rmx__op_put(rmx__op_t *op);
+
+/* ---- objects ---- */
+typedef enum {
+  RMX_CS_RESOLVING,   /* active: looking up the host */
+  RMX_CS_CONNECTING,  /* active: transport handshake */
+  RMX_CS_ACCEPTING,   /* passive: accepted, waiting for ESTABLISHED */
+  RMX_CS_ESTABLISHED,
+  RMX_CS_DOWN,        /* disconnected or closing: no new I/O */
+} rmx__conn_state_t;
+
+typedef enum { RMX_TPS_NONE, RMX_TPS_OPEN, RMX_TPS_CLOSING, RMX_TPS_CLOSED } rmx__tp_state_t;
+
+struct rmx_listener {
+  rmx_ctx_t *ctx;
+  rmx_list_t link;
+  int tpi;
+  rmx_tp_listener_t *tl;
+  rmx_accept_cb on_accept;
+  void *arg;
+  int closed;
+  uint32_t refs; /* 1 for the user + 1 per connection still accepting */
+};
+
+struct rmx_conn {
+  rmx_ctx_t *ctx;
+  rmx_list_t link;
+  int tpi;
+  const rmx_tp_ops_t *ops;
+  rmx_tp_conn_t *tc;
+  rmx__conn_state_t state;
+  rmx__tp_state_t tp_state;
+  uint8_t passive, user_closed, reported, was_established, finished, freeing;
+  uint8_t credit_queued, stalled;
+  int err;              /* why the connection went down */
+  rmx_listener_t *listener;
+  rmx_connect_cb on_connected;
+  void *connect_arg;
+  rmx_conn_cbs_t cbs;
+  void *cbs_arg;
+  rmx_close_cb on_closed;
+  void *close_arg;
+  uv_getaddrinfo_t gai;
+  int gai_active;
+  char host[256];
+  char port[8];
+
+  /* flow control, in credits (= the peer's free receive buffers) */
+  uint32_t credits;     /* frames we may still send */
+  uint32_t owed;        /* receive buffers freed, not yet returned */
+  uint32_t owed_data;   /* of those, freed by non-CREDIT frames */
+  uint32_t peer_depth;
+  uint32_t eager_max;   /* largest payload in one DATA frame */
+  uint64_t max_msg;
+  uint32_t rndv_reads;  /* reads in flight */
+  uint64_t next_id;
+  uint32_t rx_unreturned; /* frames received whose credit is not yet returned */
+
+  rmx_list_t ctrlq;     /* control frames waiting (before sendq) */
+  rmx_list_t sendq;     /* user messages waiting for credits */
+  rmx_list_t rndv_wait; /* sent RTS, waiting for FIN */
+  rmx_list_t rxq;       /* inbound messages held for in-order delivery */
+  uint32_t ops_out;     /* ops that still point at this connection */
+  rmx_conn_stats_t st;
+  rmx__deferred_t defer;
+};
+
+struct rmx_ctx {
+  uv_loop_t *loop;
+  uv_loop_t own_loop;
+  int owns_loop;
+  rmx_config_t cfg;
+  uv_idle_t idle;
+  rmx_list_t deferred;
+  uv_async_t async;
+  uv_mutex_t post_lock;
+  rmx_list_t posted;
+  int destroying;
+  int handles; /* internal uv handles not yet closed */
+  rmx_tp_t *tp[RMX_TP_COUNT];
+  const rmx_tp_ops_t *tp_ops[RMX_TP_COUNT];
+  rmx_list_t conns;
+  rmx_list_t listeners;
+  rmx__pool_t pool;
+  rmx_list_t free_ops;
+  uint64_t ops_allocated;
+};
+
+/* ---- URIs ---- */
+typedef enum { RMX_SCHEME_TCP, RMX_SCHEME_RDMA, RMX_SCHEME_AUTO } rmx__scheme_t;
+typedef struct rmx__uri {
+  rmx__scheme_t scheme;
+  char host[256];
+  char port[8];
+} rmx__uri_t;
+int rmx__uri_parse(const char *uri, rmx__uri_t *u);
+const char *rmx__scheme_name(rmx__scheme_t s);
+
+/* ---- core internals shared between files ---- */
+int rmx__ctx_tp(rmx_ctx_t *ctx, rmx__scheme_t scheme, int *tpi);
+void rmx__conn_unref_op(rmx_conn_t *c);
+void rmx__conn_down(rmx_conn_t *c, int status);
+void rmx__conn_bye_sent(rmx_conn_t *c);
+void rmx__conn_on_event(rmx_conn_t *c, const rmx_tp_ev_t *ev);
+
+void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer);
+void rmx__msg_recv(rmx_conn_t *c, const void *frame, size_t len);
+void rmx__msg_send_done(rmx_conn_t *c, rmx__op_t *op, int status);
+void rmx__msg_read_done(rmx_conn_t *c, rmx__op_t *op, int status);
+void rmx__msg_fail_all(rmx_conn_t *c, int status);
+int rmx__msg_queue_bye(rmx_conn_t *c);
+void rmx__msg_progress(rmx_conn_t *c);
+
+void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
+
+#endif

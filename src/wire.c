@@ -1,0 +1,119 @@
+#include "wire.h"
+
+#include <rmx/rmx.h>
+
+void rmx_wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO_LEN])
+{
+  rmx_put32(out + 0, h->magic);
+  rmx_put16(out + 4, h->version);
+  rmx_put16(out + 6, h->flags);
+  rmx_put32(out + 8, h->eager_size);
+  rmx_put32(out + 12, h->rx_depth);
+  rmx_put64(out + 16, h->max_msg);
+  rmx_put32(out + 24, h->rndv_depth);
+  rmx_put32(out + 28, h->reserved);
+}
+
+int rmx_wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
+{
+  const uint8_t *p = buf;
+  /* The magic and version are read first so a newer peer with a longer
+   * hello is told apart from a stranger. */
+  if (len < 6 || rmx_get32(p) != RMX_WIRE_MAGIC)
+    return RMX_EPROTO;
+  h->magic = rmx_get32(p);
+  h->version = rmx_get16(p + 4);
+  if (h->version != RMX_WIRE_VERSION)
+    return RMX_EVERSION;
+  if (len < RMX_WIRE_HELLO_LEN)
+    return RMX_EPROTO;
+  h->flags = rmx_get16(p + 6);
+  h->eager_size = rmx_get32(p + 8);
+  h->rx_depth = rmx_get32(p + 12);
+  h->max_msg = rmx_get64(p + 16);
+  h->rndv_depth = rmx_get32(p + 24);
+  h->reserved = rmx_get32(p + 28);
+  return 0;
+}
+
+size_t rmx_wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_t body_len)
+{
+  out[0] = type;
+  out[1] = 0;
+  rmx_put16(out + 2, credits);
+  rmx_put32(out + 4, body_len);
+  return RMX_WIRE_HDR_LEN;
+}
+
+void rmx_wire_set_credits(uint8_t *hdr, uint16_t credits) { rmx_put16(hdr + 2, credits); }
+
+size_t rmx_wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t *rts)
+{
+  uint8_t *p = out + rmx_wire_hdr_encode(out, RMX_FR_RTS, credits, RMX_WIRE_RTS_LEN);
+  rmx_put64(p + 0, rts->id);
+  rmx_put64(p + 8, rts->addr);
+  rmx_put64(p + 16, rts->size);
+  rmx_put64(p + 24, rts->rkey);
+  return RMX_WIRE_HDR_LEN + RMX_WIRE_RTS_LEN;
+}
+
+size_t rmx_wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t *fin)
+{
+  uint8_t *p = out + rmx_wire_hdr_encode(out, RMX_FR_FIN, credits, RMX_WIRE_FIN_LEN);
+  rmx_put64(p + 0, fin->id);
+  rmx_put32(p + 8, (uint32_t)fin->status);
+  rmx_put32(p + 12, 0);
+  return RMX_WIRE_HDR_LEN + RMX_WIRE_FIN_LEN;
+}
+
+int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **why)
+{
+  const uint8_t *p = buf;
+  static const size_t body_len[] = {
+    [RMX_FR_RTS] = RMX_WIRE_RTS_LEN, [RMX_FR_FIN] = RMX_WIRE_FIN_LEN,
+    [RMX_FR_CREDIT] = 0, [RMX_FR_BYE] = 0,
+  };
+
+  if (len < RMX_WIRE_HDR_LEN) {
+    *why = "frame shorter than its header";
+    return RMX_EPROTO;
+  }
+  f->type = p[0];
+  f->flags = p[1];
+  f->credits = rmx_get16(p + 2);
+  uint32_t blen = rmx_get32(p + 4);
+  if (blen != len - RMX_WIRE_HDR_LEN) {
+    *why = "frame length field disagrees with the bytes received";
+    return RMX_EPROTO;
+  }
+  if (f->type < RMX_FR_DATA || f->type > RMX_FR_TYPE_MAX_) {
+    *why = "unknown frame type";
+    return RMX_EPROTO;
+  }
+  if (f->type != RMX_FR_DATA && blen != body_len[f->type]) {
+    *why = "control frame of the wrong length";
+    return RMX_EPROTO;
+  }
+  p += RMX_WIRE_HDR_LEN;
+  f->payload = NULL;
+  f->payload_len = 0;
+  switch (f->type) {
+  case RMX_FR_DATA:
+    f->payload = p;
+    f->payload_len = blen;
+    break;
+  case RMX_FR_RTS:
+    f->u.rts.id = rmx_get64(p);
+    f->u.rts.addr = rmx_get64(p + 8);
+    f->u.rts.size = rmx_get64(p + 16);
+    f->u.rts.rkey = rmx_get64(p + 24);
+    break;
+  case RMX_FR_FIN:
+    f->u.fin.id = rmx_get64(p);
+    f->u.fin.status = (int32_t)rmx_get32(p + 8);
+    break;
+  default:
+    break;
+  }
+  return 0;
+}

@@ -1,0 +1,106 @@
+/*
+ * Wire format of rmx frames: encode/decode with bounds checks. Every field is
+ * little-endian. See docs/protocol.md for the layout; this file is its code.
+ */
+#ifndef RMX_WIRE_H
+#define RMX_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RMX_WIRE_MAGIC 0x31584d52u /* "RMX1" read as little-endian */
+#define RMX_WIRE_VERSION 1
+#define RMX_WIRE_HELLO_LEN 32
+#define RMX_WIRE_HDR_LEN 8
+
+enum rmx_frame_type {
+  RMX_FR_DATA = 1,   /* eager message: payload follows the header */
+  RMX_FR_RTS = 2,    /* rendezvous request-to-send: where to read the message */
+  RMX_FR_FIN = 3,    /* rendezvous done: the sender may release its buffer */
+  RMX_FR_CREDIT = 4, /* credits returned, nothing else */
+  RMX_FR_BYE = 5,    /* orderly close */
+  RMX_FR_TYPE_MAX_ = RMX_FR_BYE
+};
+
+/* The connection handshake, carried by the transport's connection setup. */
+typedef struct rmx_wire_hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t flags;
+  uint32_t eager_size;  /* receive buffer size, header included */
+  uint32_t rx_depth;    /* receive buffers = initial credits for the peer */
+  uint64_t max_msg;     /* largest message this side accepts */
+  uint32_t rndv_depth;  /* informational */
+  uint32_t reserved;
+} rmx_wire_hello_t;
+
+typedef struct rmx_wire_rts {
+  uint64_t id;   /* sender's handle for the FIN */
+  uint64_t addr; /* where the receiver reads from */
+  uint64_t size; /* message length */
+  uint64_t rkey; /* transport key for that memory */
+} rmx_wire_rts_t;
+
+typedef struct rmx_wire_fin {
+  uint64_t id;
+  int32_t status;
+} rmx_wire_fin_t;
+
+/* A decoded frame: the header plus a view of what follows it. */
+typedef struct rmx_frame {
+  uint8_t type;
+  uint8_t flags;
+  uint16_t credits;
+  const uint8_t *payload; /* DATA only */
+  size_t payload_len;
+  union {
+    rmx_wire_rts_t rts;
+    rmx_wire_fin_t fin;
+  } u;
+} rmx_frame_t;
+
+#define RMX_WIRE_RTS_LEN 32
+#define RMX_WIRE_FIN_LEN 16
+/* Largest control frame: header plus the longest extension. */
+#define RMX_WIRE_CTRL_MAX (RMX_WIRE_HDR_LEN + RMX_WIRE_RTS_LEN)
+
+void rmx_wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO_LEN]);
+/* 0, RMX_EPROTO (short or not rmx), RMX_EVERSION (rmx, other version). */
+int rmx_wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h);
+
+/* Writes the 8-byte header; returns its length. */
+size_t rmx_wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_t body_len);
+/* Writes header + RTS body; returns the frame length. */
+size_t rmx_wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t *rts);
+size_t rmx_wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t *fin);
+/* Patch the credits field of an encoded header. */
+void rmx_wire_set_credits(uint8_t *hdr, uint16_t credits);
+
+/*
+ * Decode one whole frame of exactly len bytes. 0, or RMX_EPROTO with *why
+ * set to a static reason. The payload view points into buf.
+ */
+int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **why);
+
+static inline void rmx_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void rmx_put32(uint8_t *p, uint32_t v)
+{
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void rmx_put64(uint8_t *p, uint64_t v)
+{
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t rmx_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t rmx_get32(const uint8_t *p)
+{
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t rmx_get64(const uint8_t *p)
+{
+  return (uint64_t)rmx_get32(p) | (uint64_t)rmx_get32(p + 4) << 32;
+}
+
+#endif
