@@ -11,6 +11,8 @@
 #include "rmx_int.h"
 
 static void conn_finish(rmx_conn_t *c);
+static void deferred_finish(rmx__deferred_t *d);
+static void deferred_free(rmx__deferred_t *d);
 
 static rmx_conn_t *conn_new(rmx_ctx_t *ctx, int tpi)
 {
@@ -24,6 +26,10 @@ static rmx_conn_t *conn_new(rmx_ctx_t *ctx, int tpi)
   rmx_list_init(&c->sendq);
   rmx_list_init(&c->rndv_wait);
   rmx_list_init(&c->rxq);
+  rmx_list_init(&c->defer_finish.link);
+  rmx_list_init(&c->defer_free.link);
+  c->defer_finish.fn = deferred_finish;
+  c->defer_free.fn = deferred_free;
   rmx_list_push(&ctx->conns, &c->link);
   return c;
 }
@@ -316,7 +322,7 @@ static void tp_close(rmx_conn_t *c)
 
 static void deferred_finish(rmx__deferred_t *d)
 {
-  conn_finish(rmx_container_of(d, rmx_conn_t, defer));
+  conn_finish(rmx_container_of(d, rmx_conn_t, defer_finish));
 }
 
 /*
@@ -340,29 +346,23 @@ void rmx__conn_down(rmx_conn_t *c, int status)
     tp_close(c);
   else if (c->tp_state == RMX_TPS_NONE) {
     c->tp_state = RMX_TPS_CLOSED;
-    c->defer.fn = deferred_finish;
-    rmx__defer(c->ctx, &c->defer);
+    rmx__defer_once(c->ctx, &c->defer_finish);
   }
 }
 
-static void maybe_free(rmx_conn_t *c)
+/* Runs from the loop only: on_closed comes after every other callback. */
+static void deferred_free(rmx__deferred_t *d)
 {
-  if (!c->finished || !c->user_closed || c->ops_out || c->freeing)
-    return;
-  c->freeing = 1;
+  rmx_conn_t *c = rmx_container_of(d, rmx_conn_t, defer_free);
+  if (!c->finished || !c->user_closed || c->ops_out)
+    return; /* an op is still out: its release schedules this again */
   if (c->on_closed)
     c->on_closed(c, c->close_arg);
   rmx_list_del(&c->link);
   free(c);
 }
 
-static void deferred_free(rmx__deferred_t *d) { maybe_free(rmx_container_of(d, rmx_conn_t, defer)); }
-
-static void schedule_free(rmx_conn_t *c)
-{
-  c->defer.fn = deferred_free;
-  rmx__defer(c->ctx, &c->defer);
-}
+static void schedule_free(rmx_conn_t *c) { rmx__defer_once(c->ctx, &c->defer_free); }
 
 /* The transport is closed: fail what is left, report once, maybe free. */
 static void conn_finish(rmx_conn_t *c)
@@ -382,7 +382,7 @@ static void conn_finish(rmx_conn_t *c)
     c->cbs.on_disconnect(c, c->err, c->cbs_arg);
   }
   if (c->user_closed && c->ops_out == 0)
-    maybe_free(c);
+    schedule_free(c);
 }
 
 void rmx__conn_unref_op(rmx_conn_t *c)

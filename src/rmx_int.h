@@ -20,6 +20,12 @@ typedef struct rmx__deferred {
 } rmx__deferred_t;
 
 void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d);
+/* Queue d unless it is queued already; d->link must start initialised. */
+static inline void rmx__defer_once(rmx_ctx_t *ctx, rmx__deferred_t *d)
+{
+  if (rmx_list_empty(&d->link))
+    rmx__defer(ctx, d);
+}
 
 /* ---- buffer pool ---- */
 #define RMX_BUF_HEADROOM 64 /* room for a frame header before the payload */
@@ -114,7 +120,7 @@ struct rmx_conn {
   rmx_tp_conn_t *tc;
   rmx__conn_state_t state;
   rmx__tp_state_t tp_state;
-  uint8_t passive, user_closed, reported, was_established, finished, freeing;
+  uint8_t passive, user_closed, reported, was_established, finished;
   uint8_t credit_queued, stalled;
   int err;              /* why the connection went down */
   rmx_listener_t *listener;
@@ -146,7 +152,8 @@ struct rmx_conn {
   rmx_list_t rxq;       /* inbound messages held for in-order delivery */
   uint32_t ops_out;     /* ops that still point at this connection */
   rmx_conn_stats_t st;
-  rmx__deferred_t defer;
+  rmx__deferred_t defer_finish; /* tear down after a failure outside any transport */
+  rmx__deferred_t defer_free;   /* on_closed, then free: the one way a conn is freed */
 };
 
 struct rmx_ctx {

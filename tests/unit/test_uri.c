@@ -1,0 +1,69 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "rmx_int.h"
+
+static void parses_valid(void **state)
+{
+  rmx__uri_t u;
+  assert_int_equal(rmx__uri_parse("tcp://127.0.0.1:7471", &u), 0);
+  assert_int_equal(u.scheme, RMX_SCHEME_TCP);
+  assert_string_equal(u.host, "127.0.0.1");
+  assert_string_equal(u.port, "7471");
+
+  assert_int_equal(rmx__uri_parse("rdma://node-7.example", &u), 0);
+  assert_int_equal(u.scheme, RMX_SCHEME_RDMA);
+  assert_string_equal(u.host, "node-7.example");
+  assert_string_equal(u.port, "7471"); /* the default */
+
+  assert_int_equal(rmx__uri_parse("auto://[::1]:0", &u), 0);
+  assert_int_equal(u.scheme, RMX_SCHEME_AUTO);
+  assert_string_equal(u.host, "::1");
+  assert_string_equal(u.port, "0");
+
+  assert_int_equal(rmx__uri_parse("tcp://[fe80::1%eth0]:65535", &u), 0);
+  assert_string_equal(u.host, "fe80::1%eth0");
+  assert_string_equal(u.port, "65535");
+}
+
+static void rejects_invalid(void **state)
+{
+  static const char *const bad[] = {
+    "", "127.0.0.1:7471", "tcp:/127.0.0.1:1", "udp://127.0.0.1:1", "TCP://h:1",
+    "tcp://", "tcp://:7471", "tcp://h:", "tcp://h:65536", "tcp://h:99999999",
+    "tcp://h:12a", "tcp://h:1/path", "tcp://[::1", "tcp://[::1]x", "tcp://h]:1",
+    "tcp://[]:1", "tcp://h:-1",
+  };
+  rmx__uri_t u;
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    if (rmx__uri_parse(bad[i], &u) != RMX_EINVAL)
+      fail_msg("accepted '%s'", bad[i]);
+  }
+  assert_int_equal(rmx__uri_parse(NULL, &u), RMX_EINVAL);
+
+  char longhost[400] = "tcp://";
+  memset(longhost + 6, 'a', 300);
+  assert_int_equal(rmx__uri_parse(longhost, &u), RMX_EINVAL);
+}
+
+static void errors_have_names(void **state)
+{
+  assert_string_equal(rmx_err_name(RMX_ECONNRESET), "RMX_ECONNRESET");
+  assert_string_equal(rmx_err_name(RMX_EVERSION), "RMX_EVERSION");
+  assert_string_equal(rmx_err_name(0), "RMX_OK");
+  assert_string_equal(rmx_strerror(RMX_EMSGSIZE), "message larger than the configured maximum");
+  assert_string_equal(rmx_strerror(-12345), "unknown error");
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(parses_valid),
+    cmocka_unit_test(rejects_invalid),
+    cmocka_unit_test(errors_have_names),
+  };
+  return cmocka_run_group_tests_name("uri", tests, NULL, NULL);
+}
