@@ -336,7 +336,9 @@ void rmx__conn_down(rmx_conn_t *c, int status)
     tp_close(c);
     return;
   }
-  if (c->state == RMX_CS_ESTABLISHED && status != 0 && status != RMX_ECANCELED)
+  /* Protocol errors were logged where they were found. */
+  if (c->state == RMX_CS_ESTABLISHED && status != 0 && status != RMX_ECANCELED &&
+      status != RMX_EPROTO)
     RMX_LOG(c->ctx, WARN, "connection %p (%s) lost: %s", (void *)c, c->ops->name,
             rmx_strerror(status));
   c->was_established = c->state == RMX_CS_ESTABLISHED;
