@@ -22,6 +22,11 @@ static inline void rmx_list_push(rmx_list_t *head, rmx_list_t *n)
   head->prev = n;
 }
 
+static inline void rmx_list_push_front(rmx_list_t *head, rmx_list_t *n)
+{
+  rmx_list_push(head->next, n);
+}
+
 static inline void rmx_list_del(rmx_list_t *n)
 {
   n->prev->next = n->next;

@@ -86,21 +86,25 @@ static uint16_t take_owed(rmx_conn_t *c)
 static int post(rmx_conn_t *c, rmx__op_t *op)
 {
   rmx_tp_sge_t sge;
+  uint16_t returned = 0;
   int rc;
 
   if (op->kind == RMX_OP_EAGER) {
     uint8_t *hdr = FRAME_HDR(op->buf);
-    rmx_wire_set_credits(hdr, take_owed(c));
+    if ((c->ops->flags & RMX_TP_F_LOCAL_REG) &&
+        (rc = rmx__buf_mem(c->ctx, op->buf, c->tpi, &sge.mem)) != 0)
+      return rc;
+    returned = take_owed(c);
+    rmx_wire_set_credits(hdr, returned);
     sge.addr = hdr;
     sge.len = RMX_WIRE_HDR_LEN + op->len;
-    sge.mem = NULL;
-    if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
-      if ((rc = rmx__buf_mem(c->ctx, op->buf, c->tpi, &sge.mem)) != 0)
-        return rc;
-    }
+    if (!(c->ops->flags & RMX_TP_F_LOCAL_REG))
+      sge.mem = NULL;
   } else {
-    if (op->ctrl != RMX_FR_BYE)
-      rmx_wire_set_credits(op->frame, take_owed(c));
+    if (op->ctrl != RMX_FR_BYE) {
+      returned = take_owed(c);
+      rmx_wire_set_credits(op->frame, returned);
+    }
     sge.addr = op->frame;
     sge.len = op->frame_len;
     sge.mem = NULL;
@@ -108,8 +112,13 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   if (op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_CREDIT)
     c->credit_queued = 0;
   rc = c->ops->send(c->tc, &sge, 1, op);
-  if (rc)
+  if (rc) {
+    c->owed += returned; /* not sent: still owed */
+    c->rx_unreturned += returned;
+    if (op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_CREDIT)
+      c->credit_queued = 1;
     return rc;
+  }
   if (!(op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_BYE))
     c->credits--;
   if (op->kind == RMX_OP_RNDV)
@@ -140,20 +149,23 @@ void rmx__msg_progress(rmx_conn_t *c)
       break;
     rmx_list_del(n);
     if ((rc = post(c, op)) != 0) {
-      rmx__op_put(op);
-      rmx__conn_down(c, rc);
-      return;
+      rmx_list_push_front(&c->ctrlq, &op->link);
+      if (rc != RMX_EAGAIN) /* EAGAIN: the send queue is full, retry later */
+        rmx__conn_down(c, rc);
+      goto out;
     }
   }
   if (c->state != RMX_CS_ESTABLISHED)
-    return;
+    goto out;
   while ((n = c->sendq.next) != &c->sendq && c->credits >= 2) {
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
     rmx_list_del(n);
     if ((rc = post(c, op)) != 0) {
-      rmx_list_push(&c->sendq, &op->link); /* fails with the rest in conn_finish */
-      rmx__conn_down(c, rc);
-      return;
+      /* Back in its place; on failure it fails with the rest in conn_finish. */
+      rmx_list_push_front(&c->sendq, &op->link);
+      if (rc != RMX_EAGAIN)
+        rmx__conn_down(c, rc);
+      goto out;
     }
     c->stalled = 0;
   }
@@ -161,6 +173,9 @@ void rmx__msg_progress(rmx_conn_t *c)
     c->stalled = 1;
     c->st.credit_stalls++;
   }
+out:
+  if (c->tp_state == RMX_TPS_OPEN)
+    c->ops->flush(c->tc);
 }
 
 static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin)
@@ -240,7 +255,7 @@ static int send_common(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *u
     if (!op)
       return RMX_ENOMEM;
     rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)data, len,
-                         RMX_TP_ACC_LOCAL | RMX_TP_ACC_REMOTE_READ, &op->mem);
+                         RMX_TP_ACC_REMOTE_READ, &op->mem);
     if (rc) {
       rmx__op_put(op);
       return rc;
@@ -274,6 +289,8 @@ int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent, v
   return send_common(c, rmx_buf_data(b), len, b, on_sent, arg);
 }
 
+static void start_reads(rmx_conn_t *c);
+
 static void rndv_done(rmx__op_t *op)
 {
   user_done(op, op_status(op->conn, op->status));
@@ -305,10 +322,13 @@ void rmx__msg_send_done(rmx_conn_t *c, rmx__op_t *op, int status)
   default:
     break;
   }
-  if (status && c->state != RMX_CS_DOWN)
+  if (status && c->state != RMX_CS_DOWN) {
     rmx__conn_down(c, status);
-  else
-    rmx__msg_progress(c);
+    return;
+  }
+  if (c->state == RMX_CS_ESTABLISHED && c->rndv_reads < c->ctx->cfg.rndv_depth)
+    start_reads(c); /* a read refused for a full send queue may go now */
+  rmx__msg_progress(c);
 }
 
 /* ---- receiving ---- */
@@ -364,14 +384,13 @@ static void start_reads(rmx_conn_t *c)
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
     if (op->ready || op->reading)
       continue;
-    op->heap = malloc(op->len);
-    if (!op->heap) {
+    if (!op->heap && !(op->heap = malloc(op->len ? op->len : 1))) {
       RMX_LOG(c->ctx, ERROR, "cannot allocate %zu bytes for an incoming message", op->len);
       rmx__conn_down(c, RMX_ENOMEM);
       return;
     }
     op->data = op->heap;
-    if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
+    if ((c->ops->flags & RMX_TP_F_LOCAL_REG) && !op->mem) {
       rc = c->ops->mem_reg(c->ctx->tp[c->tpi], op->heap, op->len, RMX_TP_ACC_LOCAL, &op->mem);
       if (rc) {
         rmx__conn_down(c, rc);
@@ -379,6 +398,8 @@ static void start_reads(rmx_conn_t *c)
       }
     }
     rc = c->ops->read(c->tc, op->heap, op->len, op->mem, op->rts.addr, op->rts.rkey, op);
+    if (rc == RMX_EAGAIN)
+      break; /* the buffer stays; the read is retried after a completion */
     if (rc) {
       rmx__conn_down(c, rc);
       return;
@@ -386,6 +407,7 @@ static void start_reads(rmx_conn_t *c)
     op->reading = 1;
     c->rndv_reads++;
   }
+  c->ops->flush(c->tc);
 }
 
 void rmx__msg_read_done(rmx_conn_t *c, rmx__op_t *op, int status)

@@ -94,11 +94,15 @@ typedef struct rmx_tp_ops {
   void (*close)(rmx_tp_conn_t *tc);
 
   /* Send one frame gathered from sge[0..n). The memory stays valid until the
-   * SEND event. */
+   * SEND event. RMX_EAGAIN: the send queue is full; try again after a
+   * completion. A transport may hold posted work until flush(). */
   int (*send)(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
-  /* Read len bytes at the peer's raddr (key rkey) into dst. */
+  /* Read len bytes at the peer's raddr (key rkey) into dst. RMX_EAGAIN as
+   * for send. */
   int (*read)(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
               uint64_t raddr, uint64_t rkey, void *op);
+  /* Start everything send/read queued since the last flush (one doorbell). */
+  void (*flush)(rmx_tp_conn_t *tc);
 
   int (*mem_reg)(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_mem_t **out);
   void (*mem_dereg)(rmx_tp_mem_t *m);

@@ -646,6 +646,9 @@ static void tcp_reject(rmx_tp_conn_t *tc, int status)
 
 static void tcp_close(rmx_tp_conn_t *tc) { tc_close(tc); }
 
+/* libuv writes at once; nothing is held back. */
+static void tcp_flush(rmx_tp_conn_t *tc) {}
+
 /* ---- listening ---- */
 
 static void listener_closed(uv_handle_t *h)
@@ -808,6 +811,7 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .close = tcp_close,
   .send = tcp_send,
   .read = tcp_read,
+  .flush = tcp_flush,
   .mem_reg = tcp_mem_reg,
   .mem_dereg = tcp_mem_dereg,
   .mem_rkey = tcp_mem_rkey,

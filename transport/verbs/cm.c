@@ -1,0 +1,399 @@
+/*
+ * Connections through rdma_cm: resolve, connect/accept with the hello in
+ * private data, reject with a status, disconnect, and the event channel.
+ * Events are copied and acknowledged at once, then handled, so a handler may
+ * destroy the id the event was for.
+ */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verbs.h"
+
+#define CONNECT_PDATA_MAX 56 /* what an RC connect request can carry */
+#define RD_ATOMIC 16         /* RDMA READs in flight per QP, each way */
+
+static void timer_cb(uv_timer_t *t)
+{
+  struct rmx_tp_conn *tc = t->data;
+  if (tc->established || tc->closing)
+    return;
+  RMX_LOG(tc->tp->ctx, WARN, "rdma: connection not established within %u ms",
+          rmx__ctx_cfg(tc->tp->ctx)->connect_timeout_ms);
+  vb_fail(tc, RMX_ETIMEDOUT);
+}
+
+static struct rmx_tp_conn *tc_new(struct rmx_tp *tp, struct rdma_cm_id *id)
+{
+  struct rmx_tp_conn *tc = calloc(1, sizeof(*tc));
+  if (!tc)
+    return NULL;
+  tc->tp = tp;
+  tc->id = id;
+  id->context = tc;
+  rmx_list_init(&tc->repost_link);
+  uv_timer_init(tp->loop, &tc->timer);
+  tc->timer.data = tc;
+  tc->timer_open = 1;
+  uv_timer_start(&tc->timer, timer_cb, rmx__ctx_cfg(tp->ctx)->connect_timeout_ms, 0);
+  rmx_list_push(&tp->conns, &tc->link);
+  if (tp->live++ == 0)
+    uv_ref((uv_handle_t *)&tp->ech_poll);
+  return tc;
+}
+
+static void tc_timer_closed(uv_handle_t *h)
+{
+  struct rmx_tp_conn *tc = h->data;
+  struct rmx_tp *tp = tc->tp;
+  if (tc->owner)
+    vb_raise(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
+  free(tc);
+  vb_tp_unlive(tp);
+}
+
+/* Drained (or never had a QP): release everything, then CLOSED. */
+void vb_conn_reap(struct rmx_tp_conn *tc)
+{
+  if (tc->reaped)
+    return;
+  tc->reaped = 1;
+  vb_fail_slots(tc);
+  vb_qp_destroy(tc);
+  if (tc->id && rdma_destroy_id(tc->id))
+    RMX_LOG(tc->tp->ctx, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
+  tc->id = NULL;
+  rmx_list_del(&tc->link);
+  rmx_list_del(&tc->repost_link);
+  uv_close((uv_handle_t *)&tc->timer, tc_timer_closed);
+}
+
+void vb_close(struct rmx_tp_conn *tc)
+{
+  if (tc->closing)
+    return;
+  tc->closing = 1;
+  uv_timer_stop(&tc->timer);
+  if (tc->qp) {
+    if (tc->established)
+      rdma_disconnect(tc->id); /* tells the peer; the QP goes to error */
+    if (vb_drain_start(tc) == 0) {
+      vb_kick(tc->tp); /* poll mode drains from the idle handler */
+      return;
+    }
+    RMX_LOG(tc->tp->ctx, WARN, "rdma: cannot drain QP 0x%x; destroying it as it is",
+            tc->qp->qp_num);
+  }
+  tc->state = VC_DONE;
+  vb_kick(tc->tp);
+}
+
+/* I/O is over: tell the owner once (it will close), or close. */
+void vb_fail(struct rmx_tp_conn *tc, int status)
+{
+  if (tc->dead || tc->closing)
+    return;
+  tc->dead = 1;
+  uv_timer_stop(&tc->timer);
+  if (tc->owner)
+    vb_raise(tc, RMX_TP_EV_DISCONNECTED, status, NULL, NULL, 0);
+  else
+    vb_close(tc);
+}
+
+/* ---- active side ---- */
+
+int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
+               rmx_conn_t *owner, struct rmx_tp_conn **out)
+{
+  struct rdma_cm_id *id;
+  if (len > CONNECT_PDATA_MAX)
+    return RMX_EINVAL;
+  if (rdma_create_id(tp->ech, &id, NULL, RDMA_PS_TCP))
+    return vb_err_from_errno(errno);
+  struct rmx_tp_conn *tc = tc_new(tp, id);
+  if (!tc) {
+    rdma_destroy_id(id);
+    return RMX_ENOMEM;
+  }
+  memcpy(tc->hello, hello, len);
+  tc->hello_len = len;
+  tc->state = VC_RESOLVING;
+  tc->owner = owner;
+  if (rdma_resolve_addr(id, NULL, (struct sockaddr *)sa,
+                        (int)rmx__ctx_cfg(tp->ctx)->connect_timeout_ms)) {
+    int rc = vb_err_from_errno(errno);
+    char a[80];
+    RMX_LOG(tp->ctx, ERROR, "rdma: cannot resolve %s: %s", rmx__sa_str(sa, a, sizeof(a)),
+            strerror(errno));
+    tc->owner = NULL;
+    tc->closing = 1;
+    tc->state = VC_DONE;
+    vb_kick(tp);
+    return rc;
+  }
+  *out = tc;
+  return 0;
+}
+
+static void conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p)
+{
+  int rd = RD_ATOMIC;
+  if (tc->dev->attr.max_qp_rd_atom < rd)
+    rd = tc->dev->attr.max_qp_rd_atom;
+  if (tc->dev->attr.max_qp_init_rd_atom < rd)
+    rd = tc->dev->attr.max_qp_init_rd_atom;
+  memset(p, 0, sizeof(*p));
+  p->private_data = tc->hello;
+  p->private_data_len = (uint8_t)tc->hello_len;
+  p->responder_resources = (uint8_t)rd;
+  p->initiator_depth = (uint8_t)rd;
+  p->retry_count = 7;
+  p->rnr_retry_count = 7;
+}
+
+static void on_addr_resolved(struct rmx_tp_conn *tc)
+{
+  int rc = vb_dev_get(tc->tp, tc->id->verbs, &tc->dev);
+  if (rc == 0 && rdma_resolve_route(tc->id, (int)rmx__ctx_cfg(tc->tp->ctx)->connect_timeout_ms))
+    rc = vb_err_from_errno(errno);
+  if (rc)
+    vb_fail(tc, rc);
+}
+
+static void on_route_resolved(struct rmx_tp_conn *tc)
+{
+  struct rdma_conn_param p;
+  int rc = vb_qp_create(tc);
+  if (rc) {
+    vb_fail(tc, rc);
+    return;
+  }
+  conn_param(tc, &p);
+  if (rdma_connect(tc->id, &p)) {
+    rc = vb_err_from_errno(errno);
+    RMX_LOG(tc->tp->ctx, ERROR, "rdma: rdma_connect failed: %s", strerror(errno));
+    vb_fail(tc, rc);
+    return;
+  }
+  tc->state = VC_CONNECTING;
+}
+
+/* ---- passive side ---- */
+
+int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, rmx_listener_t *owner,
+              struct rmx_tp_listener **out)
+{
+  char a[80];
+  struct rmx_tp_listener *l = calloc(1, sizeof(*l));
+  if (!l)
+    return RMX_ENOMEM;
+  l->tp = tp;
+  l->owner = owner;
+  if (rdma_create_id(tp->ech, &l->id, l, RDMA_PS_TCP)) {
+    free(l);
+    return vb_err_from_errno(errno);
+  }
+  int rc = 0;
+  if (rdma_bind_addr(l->id, (struct sockaddr *)sa)) {
+    rc = vb_err_from_errno(errno);
+    if (errno == EADDRNOTAVAIL || errno == ENODEV)
+      RMX_LOG(tp->ctx, ERROR, "rdma: no RDMA device has the address %s",
+              rmx__sa_str(sa, a, sizeof(a)));
+    else
+      RMX_LOG(tp->ctx, ERROR, "rdma: cannot bind %s: %s", rmx__sa_str(sa, a, sizeof(a)),
+              strerror(errno));
+  } else if (l->id->verbs && (rc = vb_dev_get(tp, l->id->verbs, &(vb_dev_t *){NULL})) != 0) {
+    /* the address belongs to a device this context will not use */
+  } else if (rdma_listen(l->id, 128)) {
+    rc = vb_err_from_errno(errno);
+    RMX_LOG(tp->ctx, ERROR, "rdma: cannot listen on %s: %s", rmx__sa_str(sa, a, sizeof(a)),
+            strerror(errno));
+  }
+  if (rc) {
+    rdma_destroy_id(l->id);
+    free(l);
+    return rc;
+  }
+  if (tp->live++ == 0)
+    uv_ref((uv_handle_t *)&tp->ech_poll);
+  *out = l;
+  return 0;
+}
+
+int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss)
+{
+  struct sockaddr *sa = rdma_get_local_addr(l->id);
+  memset(ss, 0, sizeof(*ss));
+  memcpy(ss, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                            : sizeof(struct sockaddr_in));
+  return 0;
+}
+
+void vb_listen_close(struct rmx_tp_listener *l)
+{
+  struct rmx_tp *tp = l->tp;
+  rdma_destroy_id(l->id);
+  free(l);
+  vb_tp_unlive(tp);
+}
+
+static void on_request(struct rmx_tp_listener *l, struct rdma_cm_id *id, const void *pdata,
+                       size_t len)
+{
+  struct rmx_tp *tp = l->tp;
+  struct rmx_tp_conn *tc = tc_new(tp, id);
+  if (!tc) {
+    rdma_reject(id, NULL, 0);
+    rdma_destroy_id(id);
+    return;
+  }
+  tc->passive = 1;
+  tc->state = VC_REQUESTED;
+  int rc = vb_dev_get(tp, id->verbs, &tc->dev);
+  if (rc) {
+    vb_reject(tc, rc);
+    return;
+  }
+  rmx__tp_incoming(l->owner, tc, pdata, len); /* answers with accept or reject */
+}
+
+int vb_accept(struct rmx_tp_conn *tc, rmx_conn_t *owner, const void *hello, size_t len)
+{
+  struct rdma_conn_param p;
+  if (len > sizeof(tc->hello))
+    return RMX_EINVAL;
+  memcpy(tc->hello, hello, len);
+  tc->hello_len = len;
+  int rc = vb_qp_create(tc);
+  if (rc)
+    return rc;
+  conn_param(tc, &p);
+  if (rdma_accept(tc->id, &p)) {
+    rc = vb_err_from_errno(errno);
+    RMX_LOG(tc->tp->ctx, ERROR, "rdma: rdma_accept failed: %s", strerror(errno));
+    vb_qp_destroy(tc);
+    return rc;
+  }
+  tc->owner = owner;
+  tc->state = VC_ACCEPTING;
+  return 0;
+}
+
+void vb_reject(struct rmx_tp_conn *tc, int status)
+{
+  uint8_t pd[8];
+  uint32_t magic = htonl(VB_REJECT_MAGIC);
+  int32_t st = (int32_t)htonl((uint32_t)status);
+  memcpy(pd, &magic, 4);
+  memcpy(pd + 4, &st, 4);
+  rdma_reject(tc->id, pd, sizeof(pd));
+  tc->owner = NULL;
+  tc->closing = 1;
+  tc->state = VC_DONE;
+  vb_kick(tc->tp);
+}
+
+/* ---- events ---- */
+
+static int reject_status(const uint8_t *pd, size_t len, int reason)
+{
+  uint32_t magic;
+  int32_t st;
+  if (len >= 8) {
+    memcpy(&magic, pd, 4);
+    memcpy(&st, pd + 4, 4);
+    st = (int32_t)ntohl((uint32_t)st);
+    if (ntohl(magic) == VB_REJECT_MAGIC && st < 0 && st > -5000)
+      return st;
+  }
+  (void)reason;
+  return RMX_ECONNREFUSED;
+}
+
+static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status,
+                     struct rdma_cm_id *id, struct rdma_cm_id *listen_id, const uint8_t *pd,
+                     size_t pdlen)
+{
+  RMX_LOG(tp->ctx, DEBUG, "rdma: %s (status %d) on %p", rdma_event_str(type), status,
+          (void *)id);
+  if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+    on_request(listen_id->context, id, pd, pdlen);
+    return;
+  }
+  struct rmx_tp_conn *tc = id->context;
+  if (!tc || tc->closing || tc->reaped)
+    return;
+  switch (type) {
+  case RDMA_CM_EVENT_ADDR_RESOLVED:
+    on_addr_resolved(tc);
+    break;
+  case RDMA_CM_EVENT_ROUTE_RESOLVED:
+    on_route_resolved(tc);
+    break;
+  case RDMA_CM_EVENT_ADDR_ERROR:
+    RMX_LOG(tp->ctx, ERROR, "rdma: no RDMA device routes to the peer's address (%s)",
+            strerror(-status));
+    vb_fail(tc, RMX_EHOSTUNREACH);
+    break;
+  case RDMA_CM_EVENT_ROUTE_ERROR:
+    RMX_LOG(tp->ctx, ERROR, "rdma: no route to the peer (%s)", strerror(-status));
+    vb_fail(tc, RMX_EHOSTUNREACH);
+    break;
+  case RDMA_CM_EVENT_ESTABLISHED:
+    if (!tc->established) {
+      tc->established = 1;
+      tc->state = VC_UP;
+      uv_timer_stop(&tc->timer);
+      vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, tc->passive ? NULL : pd,
+               tc->passive ? 0 : pdlen);
+    }
+    break;
+  case RDMA_CM_EVENT_REJECTED: {
+    int st = reject_status(pd, pdlen, status);
+    if (st == RMX_ECONNREFUSED)
+      RMX_LOG(tp->ctx, INFO, "rdma: connection refused (reason %d)", status);
+    vb_fail(tc, st);
+    break;
+  }
+  case RDMA_CM_EVENT_UNREACHABLE:
+    RMX_LOG(tp->ctx, ERROR, "rdma: the peer did not answer the connection request");
+    vb_fail(tc, RMX_EHOSTUNREACH);
+    break;
+  case RDMA_CM_EVENT_CONNECT_ERROR:
+    vb_fail(tc, RMX_ECONNRESET);
+    break;
+  case RDMA_CM_EVENT_DISCONNECTED:
+    vb_fail(tc, RMX_ECONNRESET);
+    break;
+  case RDMA_CM_EVENT_DEVICE_REMOVAL:
+    RMX_LOG(tp->ctx, ERROR, "rdma: device %s was removed", tc->dev ? tc->dev->name : "?");
+    vb_fail(tc, RMX_ENODEV);
+    break;
+  default:
+    RMX_LOG(tp->ctx, DEBUG, "rdma: %s ignored", rdma_event_str(type));
+    break;
+  }
+}
+
+void vb_cm_events(uv_poll_t *h, int status, int events)
+{
+  struct rmx_tp *tp = h->data;
+  struct rdma_cm_event *ev;
+  uint8_t pd[VB_PDATA_MAX];
+
+  while (rdma_get_cm_event(tp->ech, &ev) == 0) {
+    enum rdma_cm_event_type type = ev->event;
+    int st = ev->status;
+    struct rdma_cm_id *id = ev->id, *lid = ev->listen_id;
+    size_t len = ev->param.conn.private_data_len;
+    if (len > sizeof(pd))
+      len = sizeof(pd);
+    if (len && ev->param.conn.private_data)
+      memcpy(pd, ev->param.conn.private_data, len);
+    else
+      len = 0;
+    rdma_ack_cm_event(ev);
+    on_event(tp, type, st, id, lid, pd, len);
+  }
+}

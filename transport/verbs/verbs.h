@@ -1,0 +1,167 @@
+/* The verbs transport's internals: RC queue pairs through rdma_cm. */
+#ifndef RMX_VERBS_H
+#define RMX_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <uv.h>
+
+#include "../../src/list.h"
+#include "../transport.h"
+
+#define VB_BOUNCE 64       /* per send slot: frames too big to inline, with no lkey */
+#define VB_SIG_EVERY 16    /* at most this many unsignaled sends in a row */
+#define VB_POLL_BATCH 32
+#define VB_ACK_EVERY 64    /* CQ events acknowledged in batches: acking locks */
+#define VB_INLINE_WANT 256
+#define VB_PDATA_MAX 256
+#define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
+
+/* One device opened by the context: a PD and one CQ shared by its QPs. */
+typedef struct vb_dev {
+  rmx_list_t link;
+  struct rmx_tp *tp;
+  struct ibv_context *verbs;
+  struct ibv_pd *pd;
+  struct ibv_comp_channel *chan;
+  struct ibv_cq *cq;
+  int cq_size, cq_used;
+  unsigned unacked;
+  uv_poll_t chan_poll;
+  uv_poll_t async_poll;
+  int handles;
+  struct ibv_device_attr attr;
+  char name[64];
+} vb_dev_t;
+
+typedef enum { SLOT_FREE, SLOT_SEND, SLOT_READ, SLOT_INTERNAL, SLOT_DRAIN } slot_kind_t;
+
+/* One send-queue entry; wr_id points at it. */
+typedef struct vb_slot {
+  struct rmx_tp_conn *tc;
+  void *op;
+  uint8_t kind;
+  uint8_t signaled;
+  struct ibv_send_wr wr;
+  struct ibv_sge sge[RMX_TP_MAX_SGE];
+} vb_slot_t;
+
+/* One receive buffer; wr_id points at it. */
+typedef struct vb_rx {
+  struct rmx_tp_conn *tc;
+  struct ibv_recv_wr wr;
+  struct ibv_sge sge;
+} vb_rx_t;
+
+typedef enum {
+  VC_RESOLVING, /* active: address and route */
+  VC_CONNECTING,
+  VC_REQUESTED, /* passive: the core is deciding */
+  VC_ACCEPTING,
+  VC_UP,
+  VC_DRAINING,  /* closing: waiting for the flush of everything posted */
+  VC_DONE,
+} vc_state_t;
+
+struct rmx_tp_conn {
+  rmx_list_t link; /* in tp->conns */
+  struct rmx_tp *tp;
+  rmx_conn_t *owner;
+  struct rdma_cm_id *id;
+  vb_dev_t *dev;
+  struct ibv_qp *qp;
+  vc_state_t state;
+  uint8_t passive, established, dead, closing, reaped;
+  int fail_status;         /* a failure to report from the loop */
+  uint8_t hello[VB_PDATA_MAX];
+  size_t hello_len;
+  uv_timer_t timer;
+  int timer_open;
+
+  /* send queue: a ring of slots, oldest at tail */
+  vb_slot_t *slots;
+  uint32_t sq_depth, head, tail, posted_unsig;
+  struct ibv_send_wr *chain, *chain_last; /* built, not yet posted */
+  uint32_t max_inline;
+  uint8_t *bounce;         /* sq_depth * VB_BOUNCE, inside rx_mr */
+  uint64_t max_msg;        /* largest single RDMA operation */
+
+  /* receive queue */
+  vb_rx_t *rx;
+  uint32_t rx_count;
+  size_t rx_size;
+  uint8_t *rx_mem;
+  struct ibv_mr *rx_mr;
+  struct ibv_recv_wr *repost, *repost_last;
+  rmx_list_t repost_link;  /* in tp->repost when repost is non-empty */
+
+  /* draining: the send queue by a marker, the receive queue by count
+   * (some rxe kernels never flush a receive posted after the error state) */
+  int drain_send_seen;
+  uint32_t rx_posted;      /* receive buffers on the QP, not yet completed */
+  vb_slot_t drain_slot;
+};
+
+struct rmx_tp_listener {
+  struct rmx_tp *tp;
+  rmx_listener_t *owner;
+  struct rdma_cm_id *id;
+};
+
+struct rmx_tp_mem {
+  struct rmx_tp *tp;
+  struct ibv_mr *mr;
+};
+
+struct rmx_tp {
+  rmx_ctx_t *ctx;
+  uv_loop_t *loop;
+  struct rdma_event_channel *ech;
+  uv_poll_t ech_poll;
+  uv_idle_t idle;          /* reaping, deferred failures, and poll mode */
+  rmx_list_t devs;
+  vb_dev_t *dev;           /* the device in use (one per context for now) */
+  rmx_list_t conns;
+  rmx_list_t repost;       /* conns with receive buffers to give back */
+  uint32_t live;           /* conns and listeners not yet freed */
+  int handles;
+  int finishing;
+  int polling;             /* RMX_PROGRESS=poll */
+};
+
+/* verbs.c */
+int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out);
+void vb_kick(struct rmx_tp *tp);
+void vb_tp_unlive(struct rmx_tp *tp);
+int vb_err_from_errno(int e);
+int vb_reg_err(struct rmx_tp *tp, size_t len, int e);
+void vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
+              const void *data, size_t len);
+
+/* cm.c */
+void vb_cm_events(uv_poll_t *h, int status, int events);
+int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, rmx_listener_t *owner,
+              struct rmx_tp_listener **out);
+int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss);
+void vb_listen_close(struct rmx_tp_listener *l);
+int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
+               rmx_conn_t *owner, struct rmx_tp_conn **out);
+int vb_accept(struct rmx_tp_conn *tc, rmx_conn_t *owner, const void *hello, size_t len);
+void vb_reject(struct rmx_tp_conn *tc, int status);
+void vb_close(struct rmx_tp_conn *tc);
+void vb_fail(struct rmx_tp_conn *tc, int status);
+void vb_conn_reap(struct rmx_tp_conn *tc);
+
+/* qp.c */
+int vb_qp_create(struct rmx_tp_conn *tc);
+void vb_qp_destroy(struct rmx_tp_conn *tc);
+int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
+int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
+            uint64_t raddr, uint64_t rkey, void *op);
+void vb_flush(struct rmx_tp_conn *tc);
+void vb_cq_drain(vb_dev_t *dev);
+void vb_repost_all(struct rmx_tp *tp);
+int vb_drain_start(struct rmx_tp_conn *tc);
+void vb_fail_slots(struct rmx_tp_conn *tc);
+
+#endif
