@@ -726,6 +726,71 @@ static void lives_in_callers_loop(void **state)
   assert_int_equal(uv_loop_close(&loop), 0); /* nothing of rmx left in it */
 }
 
+/* Host names and IPv6 (TCP here: the SoftRoCE device has only IPv4). */
+static void names_and_ipv6(void **state)
+{
+  if (strcmp(scheme, "tcp") != 0)
+    skip();
+  rmx_ctx_t *ctx = ctx_new(0);
+  rmx_listener_t *l;
+  server_t s;
+  client_t cl;
+  char uri[128];
+  memset(&s, 0, sizeof(s));
+  s.echo = 1;
+  assert_int_equal(rmx_listen(ctx, "tcp://[::1]:0", srv_accept, &s, &l), 0);
+  s.l = l;
+  assert_int_equal(rmx_listener_uri(l, s.uri, sizeof(s.uri)), 0);
+  assert_non_null(strstr(s.uri, "tcp://[::1]:"));
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, 0);
+  client_close(ctx, &cl);
+  server_stop(ctx, &s);
+  /* a name: "localhost" on an IPv4 listener */
+  server_start(ctx, &s, 1);
+  snprintf(uri, sizeof(uri), "tcp://localhost:%s", strrchr(s.uri, ':') + 1);
+  if (strcmp(addr, "127.0.0.1") == 0) {
+    client_connect(ctx, &cl, uri);
+    run_until(ctx, &cl.connected, 1);
+    assert_int_equal(cl.connect_status, 0);
+    client_close(ctx, &cl);
+  }
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}
+
+/* RMX_DEVICE: a wrong name is refused clearly; the right one works. */
+static void device_choice(void **state)
+{
+  const char *dev = getenv("RXE_VM_DEV");
+  if (strcmp(scheme, "rdma") != 0 || !dev)
+    skip();
+  rmx_config_t cfg;
+  rmx_ctx_t *ctx;
+  rmx_listener_t *l;
+  char uri[128];
+  uri_for(uri, sizeof(uri), 0);
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  snprintf(cfg.device, sizeof(cfg.device), "no-such-device");
+  assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), 0);
+  assert_int_equal(rmx_listen(ctx, uri, srv_accept, NULL, &l), RMX_ENODEV);
+  ctx_done(ctx);
+  snprintf(cfg.device, sizeof(cfg.device), "%s", dev);
+  assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), 0);
+  server_t s;
+  client_t cl;
+  memset(&s, 0, sizeof(s));
+  assert_int_equal(rmx_listen(ctx, uri, srv_accept, &s, &s.l), 0);
+  assert_int_equal(rmx_listener_uri(s.l, s.uri, sizeof(s.uri)), 0);
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, 0);
+  client_close(ctx, &cl);
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}
+
 static int arm_alarm(void **state)
 {
   alarm(300); /* a hang kills the run instead of stalling CI */
@@ -758,6 +823,7 @@ int main(int argc, char **argv)
     T(connect_to_closed_port_fails), T(bad_uris_are_refused), T(unresolvable_host_fails),
     T(close_while_connecting), T(close_with_pending_sends), T(peer_killed_fails_outstanding),
     T(server_survives_killed_client), T(post_from_other_threads), T(lives_in_callers_loop),
+    T(names_and_ipv6), T(device_choice),
   };
   char name[64];
   snprintf(name, sizeof(name), "conformance/%s", scheme);

@@ -145,7 +145,8 @@ static void inject(uint8_t type, uint16_t credits, const void *body, uint32_t bl
 {
   uint8_t f[256];
   rmx_wire_hdr_encode(f, type, credits, blen);
-  memcpy(f + RMX_WIRE_HDR_LEN, body, blen);
+  if (blen)
+    memcpy(f + RMX_WIRE_HDR_LEN, body, blen);
   ev(RMX_TP_EV_RECV, 0, NULL, f, RMX_WIRE_HDR_LEN + blen);
 }
 
