@@ -26,6 +26,7 @@ static rmx_conn_t *conn_new(rmx_ctx_t *ctx, int tpi)
   rmx_list_init(&c->sendq);
   rmx_list_init(&c->rndv_wait);
   rmx_list_init(&c->rxq);
+  rmx_list_init(&c->rmaq);
   rmx_list_init(&c->defer_finish.link);
   rmx_list_init(&c->defer_free.link);
   c->defer_finish.fn = deferred_finish;

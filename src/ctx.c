@@ -277,7 +277,10 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   rmx_list_init(&ctx->conns);
   rmx_list_init(&ctx->listeners);
   rmx_list_init(&ctx->free_ops);
+  rmx_list_init(&ctx->free_rma);
   rmx__pool_init(&ctx->pool);
+  if ((rc = rmx__regcache_init(ctx)) != 0)
+    goto err_handles;
   ctx->tp_ops[RMX_TP_TCP] = &rmx_tcp_ops;
 #ifdef RMX_HAVE_VERBS
   ctx->tp_ops[RMX_TP_VERBS] = &rmx_verbs_ops;
@@ -285,6 +288,10 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   *out = ctx;
   return 0;
 
+err_handles:
+  uv_close((uv_handle_t *)&ctx->async, NULL);
+  uv_close((uv_handle_t *)&ctx->idle, NULL);
+  uv_run(ctx->loop, UV_RUN_NOWAIT);
 err_mutex:
   uv_mutex_destroy(&ctx->post_lock);
 err_loop:
@@ -314,6 +321,8 @@ static void ctx_free(rmx_ctx_t *ctx)
   rmx_list_t *n;
   while ((n = rmx_list_pop(&ctx->free_ops)) != NULL)
     free(rmx_container_of(n, rmx__op_t, link));
+  while ((n = rmx_list_pop(&ctx->free_rma)) != NULL)
+    free(rmx_container_of(n, rmx__rma_t, link));
   while ((n = rmx_list_pop(&ctx->posted)) != NULL)
     free(rmx_container_of(n, rmx__post_t, link));
   uv_mutex_destroy(&ctx->post_lock);
@@ -353,6 +362,7 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
   while (!rmx_list_empty(&ctx->conns) || !rmx_list_empty(&ctx->deferred))
     uv_run(ctx->loop, UV_RUN_ONCE);
   /* Registrations go before the transports that made them. */
+  rmx__regcache_fini(ctx);
   rmx__pool_fini(ctx, &ctx->pool);
   for (int i = 0; i < RMX_TP_COUNT; i++)
     if (ctx->tp[i])

@@ -55,7 +55,13 @@ static int op_status(rmx_conn_t *c, int status)
 static void user_done(rmx__op_t *op, int status)
 {
   rmx_conn_t *c = op->conn;
-  if (op->mem)
+  if (op->kind == RMX_OP_RMA_IMM || op->kind == RMX_OP_RMA) {
+    rmx__rma_fail(op, status);
+    return;
+  }
+  if (op->cached)
+    rmx__regcache_put(c->ctx, op->cached);
+  else if (op->mem)
     c->ops->mem_dereg(op->mem);
   if (op->buf)
     rmx__buf_free(c->ctx, op->buf);
@@ -89,6 +95,14 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   uint16_t returned = 0;
   int rc;
 
+  if (op->kind == RMX_OP_RMA_IMM) {
+    /* Parts may go before the send queue fills; the last carries the
+     * immediate and spends the credit. */
+    if ((rc = rmx__rma_post_imm(c, op)) != 0)
+      return rc;
+    c->credits--;
+    return 0;
+  }
   if (op->kind == RMX_OP_EAGER) {
     uint8_t *hdr = FRAME_HDR(op->buf);
     if ((c->ops->flags & RMX_TP_F_LOCAL_REG) &&
@@ -155,6 +169,9 @@ void rmx__msg_progress(rmx_conn_t *c)
       goto out;
     }
   }
+  if (c->state != RMX_CS_ESTABLISHED)
+    goto out;
+  rmx__rma_progress(c);
   if (c->state != RMX_CS_ESTABLISHED)
     goto out;
   while ((n = c->sendq.next) != &c->sendq && c->credits >= 2) {
@@ -254,8 +271,14 @@ static int send_common(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *u
     op = rmx__op_get(c->ctx, c, RMX_OP_RNDV);
     if (!op)
       return RMX_ENOMEM;
-    rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)data, len,
-                         RMX_TP_ACC_REMOTE_READ, &op->mem);
+    if (c->ops->flags & RMX_TP_F_LOCAL_REG) { /* costly: reuse through the cache */
+      rc = rmx__regcache_get(c->ctx, c->tpi, data, len, RMX_TP_ACC_REMOTE_READ, &op->cached);
+      if (rc == 0)
+        op->mem = op->cached->mem;
+    } else {
+      rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)data, len,
+                           RMX_TP_ACC_REMOTE_READ, &op->mem);
+    }
     if (rc) {
       rmx__op_put(op);
       return rc;
@@ -343,10 +366,20 @@ static void deliver(rmx_conn_t *c, const void *data, size_t len)
     RMX_LOG(c->ctx, DEBUG, "connection %p: %zu-byte message dropped: no on_recv", (void *)c, len);
 }
 
+static void deliver_imm(rmx_conn_t *c, uint32_t imm, size_t len)
+{
+  if (c->cbs.on_imm)
+    c->cbs.on_imm(c, imm, len, c->cbs_arg);
+  else
+    RMX_LOG(c->ctx, DEBUG, "connection %p: immediate %u dropped: no on_imm", (void *)c, imm);
+}
+
 static void rx_free(rmx__op_t *op)
 {
   rmx_conn_t *c = op->conn;
-  if (op->mem)
+  if (op->cached)
+    rmx__regcache_put(c->ctx, op->cached);
+  else if (op->mem)
     c->ops->mem_dereg(op->mem);
   if (op->buf)
     rmx__buf_free(c->ctx, op->buf);
@@ -369,7 +402,10 @@ static void deliver_ready(rmx_conn_t *c)
       break;
     rmx_list_del(n);
     credit_back(c);
-    deliver(c, op->data, op->len);
+    if (op->is_imm)
+      deliver_imm(c, op->imm, op->len);
+    else
+      deliver(c, op->data, op->len);
     rx_free(op);
   }
 }
@@ -391,7 +427,9 @@ static void start_reads(rmx_conn_t *c)
     }
     op->data = op->heap;
     if ((c->ops->flags & RMX_TP_F_LOCAL_REG) && !op->mem) {
-      rc = c->ops->mem_reg(c->ctx->tp[c->tpi], op->heap, op->len, RMX_TP_ACC_LOCAL, &op->mem);
+      rc = rmx__regcache_get(c->ctx, c->tpi, op->heap, op->len, RMX_TP_ACC_LOCAL, &op->cached);
+      if (rc == 0)
+        op->mem = op->cached->mem;
       if (rc) {
         rmx__conn_down(c, rc);
         return;
@@ -542,6 +580,36 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
   rmx__msg_progress(c);
 }
 
+/* A peer's write-with-immediate: it used a receive buffer, like a message,
+ * and is delivered in order with messages. */
+void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len)
+{
+  if (c->state != RMX_CS_ESTABLISHED)
+    return;
+  if (++c->rx_unreturned > c->ctx->cfg.rx_depth) {
+    protocol_error(c, "peer wrote with immediate beyond its credits");
+    return;
+  }
+  if (rmx_list_empty(&c->rxq)) {
+    credit_back(c);
+    deliver_imm(c, imm, len);
+  } else {
+    rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_RX);
+    if (!op) {
+      rmx__conn_down(c, RMX_ENOMEM);
+      return;
+    }
+    op->is_imm = 1;
+    op->imm = imm;
+    op->len = len;
+    op->ready = 1;
+    rmx_list_push(&c->rxq, &op->link);
+  }
+  deliver_ready(c);
+  maybe_return_credits(c);
+  rmx__msg_progress(c);
+}
+
 /* The connection is down and the transport closed: every op left fails. */
 void rmx__msg_fail_all(rmx_conn_t *c, int status)
 {
@@ -552,6 +620,8 @@ void rmx__msg_fail_all(rmx_conn_t *c, int status)
     rx_free(rmx_container_of(n, rmx__op_t, link));
   /* User callbacks last: they may call back into rmx. */
   while ((n = rmx_list_pop(&c->rndv_wait)) != NULL)
+    user_done(rmx_container_of(n, rmx__op_t, link), status);
+  while ((n = rmx_list_pop(&c->rmaq)) != NULL)
     user_done(rmx_container_of(n, rmx__op_t, link), status);
   while ((n = rmx_list_pop(&c->sendq)) != NULL)
     user_done(rmx_container_of(n, rmx__op_t, link), status);

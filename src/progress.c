@@ -15,7 +15,17 @@ void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
     rmx__msg_send_done(c, ev->op, ev->status);
     break;
   case RMX_TP_EV_READ:
-    rmx__msg_read_done(c, ev->op, ev->status);
+    if (((rmx__op_t *)ev->op)->kind == RMX_OP_RX)
+      rmx__msg_read_done(c, ev->op, ev->status); /* a rendezvous */
+    else
+      rmx__rma_event(c, ev->op, ev->status);
+    break;
+  case RMX_TP_EV_WRITE:
+  case RMX_TP_EV_ATOMIC:
+    rmx__rma_event(c, ev->op, ev->status);
+    break;
+  case RMX_TP_EV_IMM:
+    rmx__msg_imm(c, ev->imm, ev->len);
     break;
   case RMX_TP_EV_ESTABLISHED:
   case RMX_TP_EV_DISCONNECTED:

@@ -62,7 +62,71 @@ typedef enum {
   RMX_OP_RNDV,   /* a user message by rendezvous: RTS now, FIN later */
   RMX_OP_CTRL,   /* an internal frame: CREDIT, FIN, BYE */
   RMX_OP_RX,     /* an inbound message waiting for in-order delivery */
+  RMX_OP_RMA,    /* a user one-sided operation (read, write, atomic) */
+  RMX_OP_RMA_IMM, /* a user write-with-immediate: spends a credit, in sendq */
 } rmx__op_kind_t;
+
+/* ---- registrations ---- */
+struct rmx_mem {
+  rmx_ctx_t *ctx;
+  uint8_t *addr;
+  size_t len;
+  unsigned access;           /* RMX_MEM_* */
+  rmx_tp_mem_t *reg[RMX_TP_COUNT];
+};
+
+struct rmx_rkey {
+  int tpi;
+  unsigned access;
+  uint64_t base, len, key;
+};
+
+/* The registration cache: one per context, for transports whose local
+ * buffers must be registered. Entries cover whole pages. */
+typedef struct rmx__rc_entry {
+  rmx_list_t link; /* LRU order, most recent first */
+  uintptr_t start, end;
+  int tpi;
+  unsigned access; /* RMX_TP_ACC_* */
+  uint32_t refs;
+  uint8_t dead;    /* invalidated while in use: freed on the last release */
+  rmx_tp_mem_t *mem;
+} rmx__rc_entry_t;
+
+typedef struct rmx__regcache {
+  rmx_list_t lru;
+  size_t bytes, max_bytes;
+  int enabled;
+  struct rmx__rc_pending *pending; /* invalidations from other threads */
+  int registered;                  /* in the process-wide list */
+  rmx_list_t global_link;
+} rmx__regcache_t;
+
+int rmx__regcache_init(rmx_ctx_t *ctx);
+void rmx__regcache_fini(rmx_ctx_t *ctx);
+int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, unsigned access,
+                      rmx__rc_entry_t **out);
+void rmx__regcache_put(rmx_ctx_t *ctx, rmx__rc_entry_t *e);
+
+/* A one-sided operation's state: kept apart from rmx__op_t, from a freelist. */
+#define RMX_RMA_MAX_IOV 16
+typedef struct rmx__rma {
+  rmx_list_t link;      /* freelist */
+  uint8_t kind;         /* RMX_TP_EV_READ / WRITE / ATOMIC */
+  int iovcnt;
+  rmx_iov_t iov[RMX_RMA_MAX_IOV];
+  rmx_tp_mem_t *lmem[RMX_RMA_MAX_IOV];
+  rmx__rc_entry_t *cached[RMX_RMA_MAX_IOV];
+  uint64_t raddr, rkey;
+  uint32_t imm;
+  rmx_tp_atomic_t akind;
+  uint64_t cmp_add, swap;
+  uint64_t *old;
+  int next_iov;         /* posting position */
+  size_t next_off;
+  uint32_t posted, done;
+  uint8_t all_posted;
+} rmx__rma_t;
 
 typedef struct rmx__op {
   rmx_list_t link;
@@ -83,6 +147,10 @@ typedef struct rmx__op {
   void *heap;         /* RX: rendezvous destination */
   uint64_t id;
   rmx_wire_rts_t rts; /* RX: where to read from */
+  rmx__rma_t *rma;    /* RMA ops */
+  rmx__rc_entry_t *cached; /* RNDV/RX: the cached registration in use */
+  uint32_t imm;       /* RX: a held write-with-immediate */
+  uint8_t is_imm;
   uint32_t frame_len; /* CTRL/RNDV: bytes in frame[] */
   uint8_t frame[RMX_WIRE_CTRL_MAX];
 } rmx__op_t;
@@ -150,6 +218,7 @@ struct rmx_conn {
   rmx_list_t sendq;     /* user messages waiting for credits */
   rmx_list_t rndv_wait; /* sent RTS, waiting for FIN */
   rmx_list_t rxq;       /* inbound messages held for in-order delivery */
+  rmx_list_t rmaq;      /* one-sided operations waiting for send-queue room */
   uint32_t ops_out;     /* ops that still point at this connection */
   rmx_conn_stats_t st;
   rmx__deferred_t defer_finish; /* tear down after a failure outside any transport */
@@ -174,7 +243,10 @@ struct rmx_ctx {
   rmx_list_t listeners;
   rmx__pool_t pool;
   rmx_list_t free_ops;
+  rmx_list_t free_rma;
   uint64_t ops_allocated;
+  rmx__regcache_t rc;
+  rmx_ctx_stats_t st;
 };
 
 /* ---- URIs ---- */
@@ -201,6 +273,14 @@ void rmx__msg_read_done(rmx_conn_t *c, rmx__op_t *op, int status);
 void rmx__msg_fail_all(rmx_conn_t *c, int status);
 int rmx__msg_queue_bye(rmx_conn_t *c);
 void rmx__msg_progress(rmx_conn_t *c);
+
+void rmx__rma_progress(rmx_conn_t *c);
+void rmx__rma_event(rmx_conn_t *c, rmx__op_t *op, int status);
+void rmx__rma_fail(rmx__op_t *op, int status);
+int rmx__rma_post_imm(rmx_conn_t *c, rmx__op_t *op);
+void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len);
+int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_mem_t *given,
+                   rmx_tp_mem_t **mem, rmx__rc_entry_t **cached);
 
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
 

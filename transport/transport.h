@@ -32,7 +32,10 @@ enum {
   RMX_TP_ACC_LOCAL = 1,       /* local read and write (send from, read into) */
   RMX_TP_ACC_REMOTE_READ = 2,
   RMX_TP_ACC_REMOTE_WRITE = 4,
+  RMX_TP_ACC_REMOTE_ATOMIC = 8,
 };
+
+typedef enum { RMX_TP_FADD, RMX_TP_CSWAP } rmx_tp_atomic_t;
 
 /* One gather element of a send. mem is NULL for memory the transport may
  * copy (it then copies or sends inline). */
@@ -51,11 +54,15 @@ typedef enum {
   RMX_TP_EV_SEND,         /* op, status */
   RMX_TP_EV_RECV,         /* data/len: one whole frame, valid during the call */
   RMX_TP_EV_READ,         /* op, status */
+  RMX_TP_EV_WRITE,        /* op, status: the data is in place at the peer */
+  RMX_TP_EV_ATOMIC,       /* op, status: *old is filled in */
+  RMX_TP_EV_IMM,          /* imm, len: a peer's write-with-immediate landed */
 } rmx_tp_ev_type_t;
 
 typedef struct rmx_tp_ev {
   rmx_tp_ev_type_t type;
   int status;
+  uint32_t imm;
   void *op;
   const void *data;
   size_t len;
@@ -66,9 +73,16 @@ enum {
   RMX_TP_F_LOCAL_REG = 1, /* local buffers must be registered (verbs) */
 };
 
+/* What one connection can do. */
+enum {
+  RMX_TP_CAP_ATOMIC = 1,
+};
+
 typedef struct rmx_tp_ops {
   const char *name; /* "tcp", "rdma" */
   unsigned flags;   /* RMX_TP_F_* */
+  uint8_t wire_id;  /* names the transport inside packed remote keys */
+  size_t max_io;    /* largest read or write the transport takes at once */
 
   /* Create the per-context instance. May fail with RMX_ENODEV. */
   int (*init)(rmx_ctx_t *ctx, rmx_tp_t **tp);
@@ -101,7 +115,18 @@ typedef struct rmx_tp_ops {
    * for send. */
   int (*read)(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
               uint64_t raddr, uint64_t rkey, void *op);
-  /* Start everything send/read queued since the last flush (one doorbell). */
+  /* Write len bytes from src at the peer's raddr. With imm non-NULL the peer
+   * gets an IMM event after the data, and one of its receive buffers is
+   * used. RMX_EAGAIN as for send. */
+  int (*write)(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+               uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
+  /* An 8-byte atomic at raddr; *old is written before the ATOMIC event.
+   * RMX_ENOTSUP where the device has none. */
+  int (*atomic)(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+                uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
+  /* RMX_TP_CAP_* of an established connection. */
+  unsigned (*caps)(rmx_tp_conn_t *tc);
+  /* Start everything queued since the last flush (one doorbell). */
   void (*flush)(rmx_tp_conn_t *tc);
 
   int (*mem_reg)(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_mem_t **out);

@@ -125,10 +125,17 @@ typedef void (*rmx_close_cb)(rmx_conn_t *c, void *arg);
 /** @brief A function run on the context's thread by rmx_ctx_post(). */
 typedef void (*rmx_post_fn)(void *arg);
 
+/**
+ * @brief A peer's rmx_write_imm() landed: @p len bytes are in place and
+ * @p imm is its 32-bit value. In order with messages on the connection.
+ */
+typedef void (*rmx_imm_cb)(rmx_conn_t *c, uint32_t imm, size_t len, void *arg);
+
 /** Per-connection event callbacks; see rmx_conn_set_cbs(). */
 typedef struct rmx_conn_cbs {
   rmx_recv_cb on_recv;             /**< messages; NULL drops them (logged) */
   rmx_disconnect_cb on_disconnect; /**< peer loss; may be NULL */
+  rmx_imm_cb on_imm;               /**< write-with-immediate; NULL drops them */
 } rmx_conn_cbs_t;
 /**@}*/
 
@@ -322,6 +329,123 @@ RMX_API void rmx_buf_put(rmx_buf_t *b);
  */
 RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent,
                          void *arg);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name One-sided RDMA                                                */
+/* ------------------------------------------------------------------ */
+/**@{*/
+
+typedef struct rmx_mem rmx_mem_t;   /**< A memory registration. */
+typedef struct rmx_rkey rmx_rkey_t; /**< A peer's memory, unpacked on a connection. */
+
+/** Access rights of a registration. Nothing is remotely accessible unless
+ *  asked for. */
+enum {
+  RMX_MEM_LOCAL = 1,         /**< local source or destination of operations */
+  RMX_MEM_REMOTE_READ = 2,   /**< peers may read it */
+  RMX_MEM_REMOTE_WRITE = 4,  /**< peers may write it */
+  RMX_MEM_REMOTE_ATOMIC = 8, /**< peers may run atomics on it */
+};
+
+/** Bytes a packed remote key may take: size buffers for rmx_mem_pack(). */
+#define RMX_RKEY_MAX 64
+
+/**
+ * @brief Register @p len bytes at @p addr with the transports in use.
+ * The memory must stay mapped until rmx_mem_dereg().
+ * @return 0, @ref RMX_EINVAL, @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (the
+ *         locked-memory limit is too low), @ref RMX_ENODEV
+ */
+RMX_API int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access,
+                        rmx_mem_t **m);
+
+/** @brief Release a registration. Peers holding its key get
+ *  @ref RMX_EACCES from then on. Operations using it must have completed. */
+RMX_API void rmx_mem_dereg(rmx_mem_t *m);
+
+/**
+ * @brief Pack the registration's remote key into @p blob, to send to a peer
+ * in any message. Register and pack after a connection exists on each
+ * transport the key is meant for.
+ * @param[in,out] len  capacity of @p blob in, bytes used out
+ * @return 0, @ref RMX_EINVAL (@p len too small, or no remote access),
+ *         @ref RMX_ENOTCONN (no transport in use yet)
+ */
+RMX_API int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len);
+
+/**
+ * @brief Check a packed key and make it usable on connection @p c.
+ * @return 0, or @ref RMX_EINVAL for a truncated, corrupt or foreign blob
+ *         (one with no key for this connection's transport).
+ */
+RMX_API int rmx_rkey_unpack(rmx_conn_t *c, const void *blob, size_t len, rmx_rkey_t **rk);
+/** @brief Bytes the remote region spans. */
+RMX_API size_t rmx_rkey_size(const rmx_rkey_t *rk);
+/** @brief Free an unpacked key. */
+RMX_API void rmx_rkey_release(rmx_rkey_t *rk);
+
+/** A local buffer of a scatter-gather list. @c mem may be NULL: the
+ *  registration cache then provides one. */
+typedef struct rmx_iov {
+  void *addr;
+  size_t len;
+  rmx_mem_t *mem;
+} rmx_iov_t;
+
+/** @brief A one-sided operation completed. */
+typedef void (*rmx_op_cb)(rmx_conn_t *c, int status, void *arg);
+
+/**
+ * @brief Write the local buffers, back to back, at @p offset in the peer's
+ * region. Any size: larger than the device allows is split.
+ * @return 0, @ref RMX_EACCES (the key does not allow writing, or the range
+ *         leaves the region), @ref RMX_EINVAL, @ref RMX_ENOTCONN,
+ *         @ref RMX_ENOMEM
+ * The callback gets 0 once the data is in place at the peer, or
+ * @ref RMX_EACCES when the peer refused it (see docs/one-sided.md for what
+ * that does to an RDMA connection).
+ */
+RMX_API int rmx_write(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_t *rk,
+                      uint64_t offset, rmx_op_cb cb, void *arg);
+
+/** @brief Read from @p offset in the peer's region into the local buffers.
+ *  Returns and completes as rmx_write(). */
+RMX_API int rmx_read(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_t *rk,
+                     uint64_t offset, rmx_op_cb cb, void *arg);
+
+/**
+ * @brief rmx_write(), then the peer's on_imm(@p imm, length) runs once, in
+ * order with its messages. Uses one of the peer's receive credits.
+ */
+RMX_API int rmx_write_imm(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_t *rk,
+                          uint64_t offset, uint32_t imm, rmx_op_cb cb, void *arg);
+
+/**
+ * @brief Atomically add @p add to the 8-byte word at @p offset (8-byte
+ * aligned) in the peer's region; @p *old gets its previous value when the
+ * callback reports 0. @p old must stay valid until then.
+ * @return as rmx_write(), plus @ref RMX_ENOTSUP where the device has no
+ *         atomics, @ref RMX_EINVAL when misaligned
+ */
+RMX_API int rmx_atomic_fadd(rmx_conn_t *c, rmx_rkey_t *rk, uint64_t offset, uint64_t add,
+                            uint64_t *old, rmx_op_cb cb, void *arg);
+
+/** @brief Atomically: if the word equals @p compare, store @p swap. @p *old
+ *  gets the previous value either way. As rmx_atomic_fadd(). */
+RMX_API int rmx_atomic_cswap(rmx_conn_t *c, rmx_rkey_t *rk, uint64_t offset, uint64_t compare,
+                             uint64_t swap, uint64_t *old, rmx_op_cb cb, void *arg);
+
+/** Context counters. */
+typedef struct rmx_ctx_stats {
+  uint64_t reg_cache_hits;      /**< transfers that reused a cached registration */
+  uint64_t reg_cache_misses;    /**< transfers that registered memory */
+  uint64_t reg_cache_evictions; /**< registrations dropped: unmapped, deregistered, or over the limit */
+  uint64_t reg_cache_bytes;     /**< bytes registered in the cache now */
+} rmx_ctx_stats_t;
+
+/** @brief Copy the context's counters into @p st. */
+RMX_API void rmx_ctx_stats(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st);
 /**@}*/
 
 #ifdef __cplusplus

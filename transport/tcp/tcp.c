@@ -16,14 +16,20 @@
 #include "../transport.h"
 
 #define TF_HDR 8
-#define TF_RDREQ_LEN 32
-#define TF_RDRESP_SUB 12
+#define TF_RDREQ_LEN 32  /* id, addr, len, key */
+#define TF_RESP_SUB 12   /* id, status: read and write responses */
+#define TF_WRREQ_SUB 40  /* id, addr, len, key, flags, imm */
+#define TF_ATREQ_LEN 48  /* id, addr, key, op, pad, compare/add, swap */
+#define TF_ATRESP_LEN 24 /* id, status, pad, old value */
 #define TF_HELLO_MAX 256
-#define TF_MAX_IO (1u << 30) /* largest single remote read */
+#define TF_MAX_IO (1u << 30) /* largest single remote read or write */
 #define RBUF_EXTRA (64u << 10)
 #define MEM_BUCKETS 1024
 
-enum { TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_MSG, TF_RD_REQ, TF_RD_RESP };
+enum {
+  TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_MSG, TF_RD_REQ, TF_RD_RESP, TF_WR_REQ, TF_WR_RESP,
+  TF_AT_REQ, TF_AT_RESP
+};
 
 typedef enum {
   TC_CONNECTING,  /* active: TCP connect in flight */
@@ -41,16 +47,34 @@ typedef struct wreq {
   rmx_tp_conn_t *tc;
   void *op;
   wkind_t kind;
-  uint8_t hdr[TF_HDR + TF_RDREQ_LEN];
+  uint8_t hdr[TF_HDR + TF_ATREQ_LEN];
 } wreq_t;
 
+/* A remote operation we asked for, waiting for its response. The peer
+ * answers in request order, so these form a FIFO. */
 typedef struct rd {
   rmx_list_t link;
   uint64_t id;
-  uint8_t *dst;
+  uint8_t kind; /* TF_RD_REQ, TF_WR_REQ, TF_AT_REQ */
+  uint8_t *dst; /* reads: destination */
   size_t len;
+  uint64_t *old; /* atomics: where the old value goes */
   void *op;
 } rd_t;
+
+/* A payload streaming from the socket straight to where it belongs: a read
+ * response into its destination, a write request into registered memory,
+ * or a refused write into nowhere. */
+typedef struct sink {
+  uint8_t *dst; /* NULL: discard */
+  size_t left;
+  rd_t *rd;     /* a read response */
+  uint64_t id;  /* a write request: answer with this id */
+  int32_t status;
+  int has_imm;
+  uint32_t imm;
+  size_t total;
+} sink_t;
 
 struct rmx_tp_mem {
   rmx_list_t link;
@@ -95,8 +119,8 @@ struct rmx_tp_conn {
   size_t hello_len;
   uint8_t *rbuf;
   size_t rcap, rlen, rpos;
-  rd_t *cur; /* a read response streaming straight into its destination */
-  size_t cur_got;
+  sink_t sink;
+  int sinking;
   rmx_list_t rd_pending;
   uint64_t rd_seq;
   size_t max_frame;
@@ -142,8 +166,11 @@ static void tc_free(rmx_tp_conn_t *tc)
   /* Reads still owed an answer complete now, before CLOSED. */
   while ((n = rmx_list_pop(&tc->rd_pending)) != NULL) {
     rd_t *rd = rmx_container_of(n, rd_t, link);
+    rmx_tp_ev_type_t t = rd->kind == TF_RD_REQ   ? RMX_TP_EV_READ
+                         : rd->kind == TF_WR_REQ ? RMX_TP_EV_WRITE
+                                                 : RMX_TP_EV_ATOMIC;
     if (tc->owner)
-      raise_ev(tc, RMX_TP_EV_READ, RMX_ECANCELED, rd->op, NULL, 0);
+      raise_ev(tc, t, RMX_ECANCELED, rd->op, NULL, 0);
     rmx_list_push(&tp->free_rd, &rd->link);
   }
   if (tc->owner)
@@ -281,7 +308,7 @@ static int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
   return write_bufs(tc, w, bufs, (unsigned)n + 1);
 }
 
-/* ---- remote reads ---- */
+/* ---- remote operations: the initiator ---- */
 
 static rmx_tp_mem_t *mem_find(rmx_tp_t *tp, uint64_t key)
 {
@@ -294,28 +321,22 @@ static rmx_tp_mem_t *mem_find(rmx_tp_t *tp, uint64_t key)
   return NULL;
 }
 
-static int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
-                    uint64_t raddr, uint64_t rkey, void *op)
+static rd_t *pend_new(rmx_tp_conn_t *tc, uint8_t kind, void *op)
 {
-  (void)dst_mem;
-  if (tc->dead || tc->closing || tc->state != TC_UP)
-    return RMX_ENOTCONN;
-  if (len > TF_MAX_IO)
-    return RMX_EMSGSIZE;
   rmx_list_t *n = rmx_list_pop(&tc->tp->free_rd);
   rd_t *rd = n ? rmx_container_of(n, rd_t, link) : malloc(sizeof(*rd));
   if (!rd)
-    return RMX_ENOMEM;
+    return NULL;
+  memset(rd, 0, sizeof(*rd));
   rd->id = ++tc->rd_seq;
-  rd->dst = dst;
-  rd->len = len;
+  rd->kind = kind;
   rd->op = op;
-  uint8_t body[TF_RDREQ_LEN];
-  rmx_put64(body, rd->id);
-  rmx_put64(body + 8, raddr);
-  rmx_put64(body + 16, len);
-  rmx_put64(body + 24, rkey);
-  int rc = write_small(tc, W_CTRL, TF_RD_REQ, body, sizeof(body));
+  return rd;
+}
+
+static int pend_post(rmx_tp_conn_t *tc, rd_t *rd, wreq_t *w, uv_buf_t *bufs, unsigned n)
+{
+  int rc = write_bufs(tc, w, bufs, n);
   if (rc) {
     rmx_list_push(&tc->tp->free_rd, &rd->link);
     return rc;
@@ -324,40 +345,234 @@ static int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_
   return 0;
 }
 
-/* The peer asks for our memory: check everything before touching it. */
-static int serve_read(rmx_tp_conn_t *tc, const uint8_t *body)
+static int tc_ready(rmx_tp_conn_t *tc)
 {
-  uint64_t id = rmx_get64(body), addr = rmx_get64(body + 8), len = rmx_get64(body + 16);
-  rmx_tp_mem_t *m = mem_find(tc->tp, rmx_get64(body + 24));
-  int status = 0;
+  return !tc->dead && !tc->closing && tc->state == TC_UP ? 0 : RMX_ENOTCONN;
+}
 
-  if (!m || !(m->access & RMX_TP_ACC_REMOTE_READ))
-    status = RMX_EACCES;
-  else if (addr < m->addr || len > m->len || addr - m->addr > m->len - len)
+static int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
+                    uint64_t raddr, uint64_t rkey, void *op)
+{
+  int rc;
+  (void)dst_mem;
+  if ((rc = tc_ready(tc)) != 0)
+    return rc;
+  if (len > TF_MAX_IO)
+    return RMX_EMSGSIZE;
+  rd_t *rd = pend_new(tc, TF_RD_REQ, op);
+  wreq_t *w = rd ? wreq_get(tc, W_CTRL, NULL) : NULL;
+  if (!w) {
+    if (rd)
+      rmx_list_push(&tc->tp->free_rd, &rd->link);
+    return RMX_ENOMEM;
+  }
+  rd->dst = dst;
+  rd->len = len;
+  tf_hdr(w->hdr, TF_RDREQ_LEN, TF_RD_REQ);
+  uint8_t *b = w->hdr + TF_HDR;
+  rmx_put64(b, rd->id);
+  rmx_put64(b + 8, raddr);
+  rmx_put64(b + 16, len);
+  rmx_put64(b + 24, rkey);
+  uv_buf_t bufs[1] = {uv_buf_init((char *)w->hdr, TF_HDR + TF_RDREQ_LEN)};
+  return pend_post(tc, rd, w, bufs, 1);
+}
+
+static int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+                     uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
+{
+  int rc;
+  (void)src_mem;
+  if ((rc = tc_ready(tc)) != 0)
+    return rc;
+  if (len > TF_MAX_IO)
+    return RMX_EMSGSIZE;
+  rd_t *rd = pend_new(tc, TF_WR_REQ, op);
+  wreq_t *w = rd ? wreq_get(tc, W_CTRL, NULL) : NULL;
+  if (!w) {
+    if (rd)
+      rmx_list_push(&tc->tp->free_rd, &rd->link);
+    return RMX_ENOMEM;
+  }
+  tf_hdr(w->hdr, (uint32_t)(TF_WRREQ_SUB + len), TF_WR_REQ);
+  uint8_t *b = w->hdr + TF_HDR;
+  rmx_put64(b, rd->id);
+  rmx_put64(b + 8, raddr);
+  rmx_put64(b + 16, len);
+  rmx_put64(b + 24, rkey);
+  rmx_put32(b + 32, imm ? 1 : 0);
+  rmx_put32(b + 36, imm ? *imm : 0);
+  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, TF_HDR + TF_WRREQ_SUB),
+                      uv_buf_init((char *)(uintptr_t)src, (unsigned)len)};
+  return pend_post(tc, rd, w, bufs, len ? 2 : 1);
+}
+
+static int tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+                      uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
+{
+  int rc;
+  if ((rc = tc_ready(tc)) != 0)
+    return rc;
+  rd_t *rd = pend_new(tc, TF_AT_REQ, op);
+  wreq_t *w = rd ? wreq_get(tc, W_CTRL, NULL) : NULL;
+  if (!w) {
+    if (rd)
+      rmx_list_push(&tc->tp->free_rd, &rd->link);
+    return RMX_ENOMEM;
+  }
+  rd->old = old;
+  tf_hdr(w->hdr, TF_ATREQ_LEN, TF_AT_REQ);
+  uint8_t *b = w->hdr + TF_HDR;
+  rmx_put64(b, rd->id);
+  rmx_put64(b + 8, raddr);
+  rmx_put64(b + 16, rkey);
+  rmx_put32(b + 24, (uint32_t)kind);
+  rmx_put32(b + 28, 0);
+  rmx_put64(b + 32, cmp_add);
+  rmx_put64(b + 40, swap);
+  uv_buf_t bufs[1] = {uv_buf_init((char *)w->hdr, TF_HDR + TF_ATREQ_LEN)};
+  return pend_post(tc, rd, w, bufs, 1);
+}
+
+/* Every TCP connection can do atomics: the target runs them. */
+static unsigned tcp_caps(rmx_tp_conn_t *tc) { return RMX_TP_CAP_ATOMIC; }
+
+static void pend_done(rmx_tp_conn_t *tc, rd_t *rd, int status)
+{
+  rmx_tp_ev_type_t t = rd->kind == TF_RD_REQ   ? RMX_TP_EV_READ
+                       : rd->kind == TF_WR_REQ ? RMX_TP_EV_WRITE
+                                               : RMX_TP_EV_ATOMIC;
+  void *op = rd->op;
+  rmx_list_del(&rd->link);
+  rmx_list_push(&tc->tp->free_rd, &rd->link);
+  raise_ev(tc, t, status, op, NULL, 0);
+}
+
+/* The oldest outstanding request, if it is of this kind. */
+static rd_t *pend_head(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
+{
+  if (rmx_list_empty(&tc->rd_pending))
+    return NULL;
+  rd_t *rd = rmx_container_of(tc->rd_pending.next, rd_t, link);
+  return rd->kind == kind && rd->id == id ? rd : NULL;
+}
+
+static int32_t wire_status(uint32_t v)
+{
+  int32_t st = (int32_t)v;
+  return st <= 0 && st > -5000 ? st : RMX_EIO;
+}
+
+/* ---- remote operations: the target checks everything first ---- */
+
+static int check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr, uint64_t len,
+                        unsigned need, const char *what)
+{
+  rmx_tp_mem_t *m = mem_find(tc->tp, key);
+  int status = 0;
+  if (!m || !(m->access & need) || addr < m->addr || len > m->len ||
+      addr - m->addr > m->len - len)
     status = RMX_EACCES;
   else if (len > TF_MAX_IO)
     status = RMX_EMSGSIZE;
   if (status)
-    RMX_LOG(tc->tp->ctx, WARN, "tcp: refused a remote read of %llu bytes at 0x%llx: %s",
+    RMX_LOG(tc->tp->ctx, WARN, "tcp: refused a remote %s of %llu bytes at 0x%llx: %s", what,
             (unsigned long long)len, (unsigned long long)addr, rmx_strerror(status));
+  return status;
+}
 
+static int respond(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id, int32_t status,
+                   const void *data, uint64_t dlen, const uint64_t *old)
+{
   wreq_t *w = wreq_get(tc, W_CTRL, NULL);
   if (!w)
     return RMX_ENOMEM;
-  uint64_t dlen = status ? 0 : len;
-  tf_hdr(w->hdr, (uint32_t)(TF_RDRESP_SUB + dlen), TF_RD_RESP);
+  size_t sub = kind == TF_AT_RESP ? TF_ATRESP_LEN : TF_RESP_SUB;
+  tf_hdr(w->hdr, (uint32_t)(sub + dlen), kind);
   rmx_put64(w->hdr + TF_HDR, id);
   rmx_put32(w->hdr + TF_HDR + 8, (uint32_t)status);
-  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, TF_HDR + TF_RDRESP_SUB),
-                      uv_buf_init((char *)addr, (unsigned)dlen)};
+  if (kind == TF_AT_RESP) {
+    rmx_put32(w->hdr + TF_HDR + 12, 0);
+    rmx_put64(w->hdr + TF_HDR + 16, old ? *old : 0);
+  }
+  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)(TF_HDR + sub)),
+                      uv_buf_init((char *)(uintptr_t)data, (unsigned)dlen)};
   return write_bufs(tc, w, bufs, dlen ? 2 : 1);
 }
 
-static void read_done(rmx_tp_conn_t *tc, rd_t *rd, int status)
+static int serve_read(rmx_tp_conn_t *tc, const uint8_t *b)
 {
-  rmx_list_del(&rd->link);
-  rmx_list_push(&tc->tp->free_rd, &rd->link);
-  raise_ev(tc, RMX_TP_EV_READ, status, rd->op, NULL, 0);
+  uint64_t addr = rmx_get64(b + 8), len = rmx_get64(b + 16);
+  int status = check_access(tc, rmx_get64(b + 24), addr, len, RMX_TP_ACC_REMOTE_READ, "read");
+  return respond(tc, TF_RD_RESP, rmx_get64(b), status, (const void *)(uintptr_t)addr,
+                 status ? 0 : len, NULL);
+}
+
+static int serve_atomic(rmx_tp_conn_t *tc, const uint8_t *b)
+{
+  uint64_t addr = rmx_get64(b + 8), old = 0;
+  uint32_t kind = rmx_get32(b + 24);
+  int status = check_access(tc, rmx_get64(b + 16), addr, 8, RMX_TP_ACC_REMOTE_ATOMIC, "atomic");
+  if (!status && (addr % 8 || kind > RMX_TP_CSWAP))
+    status = RMX_EINVAL;
+  if (!status) {
+    uint64_t *word = (uint64_t *)(uintptr_t)addr;
+    if (kind == RMX_TP_FADD) {
+      old = __atomic_fetch_add(word, rmx_get64(b + 32), __ATOMIC_SEQ_CST);
+    } else {
+      old = rmx_get64(b + 32);
+      __atomic_compare_exchange_n(word, &old, rmx_get64(b + 40), 0, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_SEQ_CST); /* old: the value found either way */
+    }
+  }
+  return respond(tc, TF_AT_RESP, rmx_get64(b), status, NULL, 0, &old);
+}
+
+/* A write landed (or was refused and skipped): answer, then tell the core. */
+static void write_landed(rmx_tp_conn_t *tc)
+{
+  sink_t *k = &tc->sink;
+  int rc = respond(tc, TF_WR_RESP, k->id, k->status, NULL, 0, NULL);
+  if (rc) {
+    tc_fail(tc, rc);
+    return;
+  }
+  if (k->status == 0 && k->has_imm && tc->owner) {
+    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = k->imm, .len = k->total};
+    rmx__tp_event(tc->owner, &ev);
+  }
+}
+
+static void sink_done(rmx_tp_conn_t *tc)
+{
+  tc->sinking = 0;
+  if (tc->sink.rd)
+    pend_done(tc, tc->sink.rd, 0);
+  else
+    write_landed(tc);
+}
+
+/* Take what the read buffer already holds, then stream the rest. 0 when the
+ * payload was complete, 1 when it continues on the socket. */
+static int sink_start(rmx_tp_conn_t *tc)
+{
+  sink_t *k = &tc->sink;
+  size_t have = tc->rlen - tc->rpos;
+  if (have > k->left)
+    have = k->left;
+  if (k->dst) {
+    memcpy(k->dst, tc->rbuf + tc->rpos, have);
+    k->dst += have;
+  }
+  tc->rpos += have;
+  k->left -= have;
+  tc->sinking = 1;
+  if (k->left == 0) {
+    sink_done(tc);
+    return 0;
+  }
+  tc->rpos = tc->rlen = 0; /* everything buffered was consumed */
+  return 1;
 }
 
 /* ---- reading ---- */
@@ -366,10 +581,15 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   rmx_tp_conn_t *tc = h->data;
   (void)suggested;
-  if (tc->cur) {
-    size_t left = tc->cur->len - tc->cur_got;
-    buf->base = (char *)tc->cur->dst + tc->cur_got;
-    buf->len = left > TF_MAX_IO ? TF_MAX_IO : left;
+  if (tc->sinking) {
+    size_t left = tc->sink.left;
+    if (tc->sink.dst) {
+      buf->base = (char *)tc->sink.dst;
+      buf->len = left > TF_MAX_IO ? TF_MAX_IO : left;
+    } else { /* discarding: the read buffer is empty and free to scribble on */
+      buf->base = (char *)tc->rbuf;
+      buf->len = left < tc->rcap ? left : tc->rcap;
+    }
     return;
   }
   if (tc->rpos) { /* keep the partial frame at the front */
@@ -391,6 +611,8 @@ static void on_hello(rmx_tp_conn_t *tc, const uint8_t *body, size_t blen)
 
 static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_t blen)
 {
+  int rc = 0;
+  rd_t *rd;
   switch (kind) {
   case TF_HELLO:
     on_hello(tc, body, blen);
@@ -416,18 +638,40 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
     }
     raise_ev(tc, RMX_TP_EV_RECV, 0, NULL, body, blen);
     break;
-  case TF_RD_REQ: {
-    int rc = serve_read(tc, body);
-    if (rc)
-      tc_fail(tc, rc);
+  case TF_RD_REQ:
+    rc = serve_read(tc, body);
+    break;
+  case TF_AT_REQ:
+    rc = serve_atomic(tc, body);
+    break;
+  case TF_WR_RESP:
+    if (!(rd = pend_head(tc, TF_WR_REQ, rmx_get64(body)))) {
+      tc_proto_fail(tc, "write response for no outstanding write");
+      return;
+    }
+    pend_done(tc, rd, wire_status(rmx_get32(body + 8)));
+    break;
+  case TF_AT_RESP: {
+    if (!(rd = pend_head(tc, TF_AT_REQ, rmx_get64(body)))) {
+      tc_proto_fail(tc, "atomic response for no outstanding atomic");
+      return;
+    }
+    int32_t st = wire_status(rmx_get32(body + 8));
+    if (st == 0)
+      *rd->old = rmx_get64(body + 16);
+    pend_done(tc, rd, st);
     break;
   }
   }
+  if (rc)
+    tc_fail(tc, rc);
 }
 
 /* Is this frame kind allowed now, with this body length? NULL if so. */
 static const char *frame_check(rmx_tp_conn_t *tc, uint8_t kind, uint32_t blen)
 {
+  if (kind > TF_MSG && tc->state != TC_UP)
+    return "remote operation before the handshake";
   switch (kind) {
   case TF_HELLO:
     if (tc->state != TC_WAIT_HELLO)
@@ -446,29 +690,30 @@ static const char *frame_check(rmx_tp_conn_t *tc, uint8_t kind, uint32_t blen)
       return "message before the handshake";
     return blen > tc->max_frame ? "message frame larger than the receive buffers" : NULL;
   case TF_RD_REQ:
-    if (tc->state != TC_UP)
-      return "read request before the handshake";
     return blen != TF_RDREQ_LEN ? "malformed read request" : NULL;
   case TF_RD_RESP:
-    if (tc->state != TC_UP)
-      return "read response before the handshake";
-    return blen < TF_RDRESP_SUB ? "malformed read response" : NULL;
+    return blen < TF_RESP_SUB ? "malformed read response" : NULL;
+  case TF_WR_REQ:
+    return blen < TF_WRREQ_SUB ? "malformed write request" : NULL;
+  case TF_WR_RESP:
+    return blen != TF_RESP_SUB ? "malformed write response" : NULL;
+  case TF_AT_REQ:
+    return blen != TF_ATREQ_LEN ? "malformed atomic request" : NULL;
+  case TF_AT_RESP:
+    return blen != TF_ATRESP_LEN ? "malformed atomic response" : NULL;
   default:
     return tc->state == TC_WAIT_HELLO ? "not an rmx peer (bad first frame)" : "unknown frame kind";
   }
 }
 
-/* A read response header: match it to the oldest read, then stream its data. */
+/* A read response: match it to the oldest read, then stream its data. */
 static int on_rd_resp(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
 {
-  uint64_t id = rmx_get64(p + TF_HDR);
   int32_t status = (int32_t)rmx_get32(p + TF_HDR + 8);
-  size_t dlen = blen - TF_RDRESP_SUB;
-  rd_t *rd = rmx_list_empty(&tc->rd_pending)
-                 ? NULL
-                 : rmx_container_of(tc->rd_pending.next, rd_t, link);
+  size_t dlen = blen - TF_RESP_SUB;
+  rd_t *rd = pend_head(tc, TF_RD_REQ, rmx_get64(p + TF_HDR));
 
-  if (!rd || rd->id != id) {
+  if (!rd) {
     tc_proto_fail(tc, "read response for no outstanding read");
     return -1;
   }
@@ -476,29 +721,35 @@ static int on_rd_resp(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
     tc_proto_fail(tc, "read response of the wrong length");
     return -1;
   }
-  tc->rpos += TF_HDR + TF_RDRESP_SUB;
+  tc->rpos += TF_HDR + TF_RESP_SUB;
   if (status) {
-    read_done(tc, rd, status);
+    pend_done(tc, rd, status);
     return 0;
   }
-  size_t have = tc->rlen - tc->rpos;
-  if (have > dlen)
-    have = dlen;
-  memcpy(rd->dst, tc->rbuf + tc->rpos, have);
-  tc->rpos += have;
-  if (have == dlen) {
-    read_done(tc, rd, 0);
-    return 0;
+  tc->sink = (sink_t){.dst = rd->dst, .left = dlen, .rd = rd};
+  return sink_start(tc);
+}
+
+/* A write request: check, then stream its data into place, or nowhere. */
+static int on_wr_req(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
+{
+  const uint8_t *b = p + TF_HDR;
+  uint64_t addr = rmx_get64(b + 8), len = rmx_get64(b + 16);
+  if (len != blen - TF_WRREQ_SUB) {
+    tc_proto_fail(tc, "write request of the wrong length");
+    return -1;
   }
-  tc->cur = rd; /* the rest goes straight to rd->dst: see alloc_cb */
-  tc->cur_got = have;
-  tc->rpos = tc->rlen = 0;
-  return 1;
+  int status = check_access(tc, rmx_get64(b + 24), addr, len, RMX_TP_ACC_REMOTE_WRITE, "write");
+  tc->sink = (sink_t){.dst = status ? NULL : (uint8_t *)(uintptr_t)addr, .left = len,
+                      .id = rmx_get64(b), .status = status, .has_imm = rmx_get32(b + 32) & 1,
+                      .imm = rmx_get32(b + 36), .total = len};
+  tc->rpos += TF_HDR + TF_WRREQ_SUB;
+  return sink_start(tc);
 }
 
 static void parse(rmx_tp_conn_t *tc)
 {
-  while (!tc->closing && !tc->dead && !tc->cur) {
+  while (!tc->closing && !tc->dead && !tc->sinking) {
     size_t avail = tc->rlen - tc->rpos;
     if (avail < TF_HDR)
       break;
@@ -510,8 +761,11 @@ static void parse(rmx_tp_conn_t *tc)
       tc_proto_fail(tc, why);
       return;
     }
-    if (kind == TF_RD_RESP) {
-      if (avail < TF_HDR + TF_RDRESP_SUB || on_rd_resp(tc, p, blen) != 0)
+    if (kind == TF_RD_RESP || kind == TF_WR_REQ) { /* payloads that stream */
+      size_t sub = kind == TF_RD_RESP ? TF_RESP_SUB : TF_WRREQ_SUB;
+      if (avail < TF_HDR + sub)
+        break;
+      if ((kind == TF_RD_RESP ? on_rd_resp(tc, p, blen) : on_wr_req(tc, p, blen)) != 0)
         break;
       continue;
     }
@@ -530,12 +784,13 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     tc_fail(tc, nread == UV_EOF ? RMX_ECONNRESET : rmx__uv_err((int)nread));
     return;
   }
-  if (tc->cur) {
-    tc->cur_got += (size_t)nread;
-    if (tc->cur_got == tc->cur->len) {
-      rd_t *rd = tc->cur;
-      tc->cur = NULL;
-      read_done(tc, rd, 0);
+  if (tc->sinking) {
+    if (tc->sink.dst)
+      tc->sink.dst += nread;
+    tc->sink.left -= (size_t)nread;
+    if (tc->sink.left == 0) {
+      sink_done(tc);
+      parse(tc); /* nothing is buffered, but keep the shape */
     }
     return;
   }
@@ -800,6 +1055,8 @@ static void tcp_fini(rmx_tp_t *tp)
 const rmx_tp_ops_t rmx_tcp_ops = {
   .name = "tcp",
   .flags = 0,
+  .wire_id = 1,
+  .max_io = TF_MAX_IO,
   .init = tcp_init,
   .fini = tcp_fini,
   .listen = tcp_listen,
@@ -811,6 +1068,9 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .close = tcp_close,
   .send = tcp_send,
   .read = tcp_read,
+  .write = tcp_write,
+  .atomic = tcp_atomic,
+  .caps = tcp_caps,
   .flush = tcp_flush,
   .mem_reg = tcp_mem_reg,
   .mem_dereg = tcp_mem_dereg,

@@ -4,6 +4,7 @@
  * the drain that makes a close safe (every work request posted is seen
  * completed before the QP and its memory go away).
  */
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,14 +233,17 @@ int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op)
   return 0;
 }
 
-int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
-            uint64_t raddr, uint64_t rkey, void *op)
+/* A read or write of any length: split at the device's largest message, the
+ * last part signaled and carrying the op (and the immediate). */
+static int rdma_rw(struct rmx_tp_conn *tc, enum ibv_wr_opcode opc, slot_kind_t kind, void *local,
+                   size_t len, rmx_tp_mem_t *mem, uint64_t raddr, uint64_t rkey,
+                   const uint32_t *imm, void *op)
 {
   if (tc->dead || tc->closing || tc->state != VC_UP)
     return RMX_ENOTCONN;
-  if (rkey > UINT32_MAX || !dst_mem)
+  if (rkey > UINT32_MAX || (!mem && len > tc->max_inline) ||
+      (!mem && opc == IBV_WR_RDMA_READ && len))
     return RMX_EINVAL;
-  /* Larger than the device's largest message: split, signal the last. */
   size_t chunks = len ? (len + tc->max_msg - 1) / tc->max_msg : 1;
   if (chunks > tc->sq_depth)
     return RMX_EMSGSIZE;
@@ -248,15 +252,66 @@ int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem
   for (size_t i = 0; i < chunks; i++) {
     size_t off = i * tc->max_msg, clen = len - off < tc->max_msg ? len - off : tc->max_msg;
     int last = i + 1 == chunks;
-    vb_slot_t *s = slot_take(tc, last ? SLOT_READ : SLOT_INTERNAL, last ? op : NULL);
-    s->wr.opcode = IBV_WR_RDMA_READ;
+    vb_slot_t *s = slot_take(tc, last ? kind : SLOT_INTERNAL, last ? op : NULL);
+    s->wr.opcode = opc;
+    if (last && imm) {
+      s->wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      s->wr.imm_data = htonl(*imm);
+    }
     s->wr.wr.rdma.remote_addr = raddr + off;
     s->wr.wr.rdma.rkey = (uint32_t)rkey;
-    s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)dst + off, .length = (uint32_t)clen,
-                                 .lkey = dst_mem->mr->lkey};
+    s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)local + off, .length = (uint32_t)clen,
+                                 .lkey = mem ? mem->mr->lkey : 0};
     s->wr.num_sge = len ? 1 : 0;
+    if (!mem && opc == IBV_WR_RDMA_WRITE)
+      s->wr.send_flags = IBV_SEND_INLINE;
     chain(tc, s, last);
   }
+  return 0;
+}
+
+int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
+            uint64_t raddr, uint64_t rkey, void *op)
+{
+  return rdma_rw(tc, IBV_WR_RDMA_READ, SLOT_READ, dst, len, dst_mem, raddr, rkey, NULL, op);
+}
+
+int vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+             uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
+{
+  return rdma_rw(tc, IBV_WR_RDMA_WRITE, SLOT_WRITE, (void *)(uintptr_t)src, len, src_mem, raddr,
+                 rkey, imm, op);
+}
+
+unsigned vb_caps(struct rmx_tp_conn *tc)
+{
+  return tc->dev && tc->dev->attr.atomic_cap != IBV_ATOMIC_NONE ? RMX_TP_CAP_ATOMIC : 0;
+}
+
+int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+              uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
+{
+  if (tc->dead || tc->closing || tc->state != VC_UP)
+    return RMX_ENOTCONN;
+  if (!(vb_caps(tc) & RMX_TP_CAP_ATOMIC))
+    return RMX_ENOTSUP;
+  if (rkey > UINT32_MAX)
+    return RMX_EINVAL;
+  if (tc->head - tc->tail >= tc->sq_depth)
+    return RMX_EAGAIN;
+  uint32_t idx = tc->head % tc->sq_depth;
+  vb_slot_t *s = slot_take(tc, SLOT_ATOMIC, op);
+  s->old = old;
+  s->bounce = tc->bounce + (size_t)idx * VB_BOUNCE; /* registered, 8-aligned */
+  s->wr.opcode = kind == RMX_TP_FADD ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+  s->wr.wr.atomic.remote_addr = raddr;
+  s->wr.wr.atomic.rkey = (uint32_t)rkey;
+  s->wr.wr.atomic.compare_add = cmp_add;
+  s->wr.wr.atomic.swap = swap;
+  s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)s->bounce, .length = 8,
+                               .lkey = tc->rx_mr->lkey};
+  s->wr.num_sge = 1;
+  chain(tc, s, 1);
   return 0;
 }
 
@@ -298,6 +353,13 @@ static void slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status)
     vb_raise(tc, RMX_TP_EV_SEND, status, op, NULL, 0);
   else if (kind == SLOT_READ)
     vb_raise(tc, RMX_TP_EV_READ, status, op, NULL, 0);
+  else if (kind == SLOT_WRITE)
+    vb_raise(tc, RMX_TP_EV_WRITE, status, op, NULL, 0);
+  else if (kind == SLOT_ATOMIC) {
+    if (status == 0)
+      memcpy(s->old, s->bounce, 8);
+    vb_raise(tc, RMX_TP_EV_ATOMIC, status, op, NULL, 0);
+  }
 }
 
 /* Completions come in order on an RC QP: a completion for slot s also
@@ -355,7 +417,12 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
     if (tc->dead || tc->closing)
       return;
   }
-  vb_raise(tc, RMX_TP_EV_RECV, 0, NULL, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
+  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) { /* the data is already in place */
+    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = ntohl(wc->imm_data), .len = wc->byte_len};
+    rmx__tp_event(tc->owner, &ev);
+  } else {
+    vb_raise(tc, RMX_TP_EV_RECV, 0, NULL, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
+  }
   if (tc->dead || tc->closing)
     return;
   /* Given back in one list per connection at the end of the batch. */

@@ -274,6 +274,8 @@ static int vb_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx
     flags |= IBV_ACCESS_REMOTE_READ;
   if (access & RMX_TP_ACC_REMOTE_WRITE)
     flags |= IBV_ACCESS_REMOTE_WRITE;
+  if (access & RMX_TP_ACC_REMOTE_ATOMIC)
+    flags |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
   rmx_tp_mem_t *m = malloc(sizeof(*m));
   if (!m)
     return RMX_ENOMEM;
@@ -406,6 +408,8 @@ static void vb_fini(rmx_tp_t *tp)
 const rmx_tp_ops_t rmx_verbs_ops = {
   .name = "rdma",
   .flags = RMX_TP_F_LOCAL_REG,
+  .wire_id = 2,
+  .max_io = SIZE_MAX, /* split at the device's limit inside */
   .init = vb_init,
   .fini = vb_fini,
   .listen = vb_listen,
@@ -417,6 +421,9 @@ const rmx_tp_ops_t rmx_verbs_ops = {
   .close = vb_close,
   .send = vb_send,
   .read = vb_read,
+  .write = vb_write,
+  .atomic = vb_atomic,
+  .caps = vb_caps,
   .flush = vb_flush,
   .mem_reg = vb_mem_reg,
   .mem_dereg = vb_mem_dereg,

@@ -34,7 +34,9 @@ typedef struct vb_dev {
   char name[64];
 } vb_dev_t;
 
-typedef enum { SLOT_FREE, SLOT_SEND, SLOT_READ, SLOT_INTERNAL, SLOT_DRAIN } slot_kind_t;
+typedef enum {
+  SLOT_FREE, SLOT_SEND, SLOT_READ, SLOT_WRITE, SLOT_ATOMIC, SLOT_INTERNAL, SLOT_DRAIN
+} slot_kind_t;
 
 /* One send-queue entry; wr_id points at it. */
 typedef struct vb_slot {
@@ -42,6 +44,8 @@ typedef struct vb_slot {
   void *op;
   uint8_t kind;
   uint8_t signaled;
+  uint64_t *old;       /* atomics: the caller's word; the NIC writes bounce */
+  uint8_t *bounce;
   struct ibv_send_wr wr;
   struct ibv_sge sge[RMX_TP_MAX_SGE];
 } vb_slot_t;
@@ -158,6 +162,11 @@ void vb_qp_destroy(struct rmx_tp_conn *tc);
 int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
 int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
             uint64_t raddr, uint64_t rkey, void *op);
+int vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+             uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
+int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+              uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
+unsigned vb_caps(struct rmx_tp_conn *tc);
 void vb_flush(struct rmx_tp_conn *tc);
 void vb_cq_drain(vb_dev_t *dev);
 void vb_repost_all(struct rmx_tp *tp);

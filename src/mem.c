@@ -1,0 +1,171 @@
+/*
+ * Memory registration and remote keys.
+ *
+ * A registration is made with every transport the context uses, so one
+ * packed key works on any of its connections. The packed key is versioned:
+ * see docs/protocol.md ("Remote keys").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmx_int.h"
+
+#define RKEY_VERSION 1
+#define RKEY_HDR 24
+#define RKEY_ENTRY 16
+
+static unsigned tp_access(unsigned a)
+{
+  return (a & RMX_MEM_LOCAL ? RMX_TP_ACC_LOCAL : 0) |
+         (a & RMX_MEM_REMOTE_READ ? RMX_TP_ACC_REMOTE_READ : 0) |
+         (a & RMX_MEM_REMOTE_WRITE ? RMX_TP_ACC_REMOTE_WRITE : 0) |
+         (a & RMX_MEM_REMOTE_ATOMIC ? RMX_TP_ACC_REMOTE_ATOMIC : 0);
+}
+
+/* Register with each transport in use that lacks it. A transport with no
+ * device yet is skipped; it is tried again at the next pack. */
+static int reg_missing(rmx_mem_t *m)
+{
+  rmx_ctx_t *ctx = m->ctx;
+  for (int i = 0; i < RMX_TP_COUNT; i++) {
+    if (!ctx->tp[i] || m->reg[i])
+      continue;
+    int rc = ctx->tp_ops[i]->mem_reg(ctx->tp[i], m->addr, m->len, tp_access(m->access),
+                                     &m->reg[i]);
+    if (rc && rc != RMX_ENODEV)
+      return rc;
+  }
+  return 0;
+}
+
+int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access, rmx_mem_t **out)
+{
+  if (!ctx || !addr || !len || !out || !access ||
+      (access & ~(unsigned)(RMX_MEM_LOCAL | RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE |
+                            RMX_MEM_REMOTE_ATOMIC)))
+    return RMX_EINVAL;
+  if ((uintptr_t)addr + len < (uintptr_t)addr)
+    return RMX_EINVAL;
+  rmx_mem_t *m = calloc(1, sizeof(*m));
+  if (!m)
+    return RMX_ENOMEM;
+  m->ctx = ctx;
+  m->addr = addr;
+  m->len = len;
+  m->access = access;
+  int rc = reg_missing(m);
+  if (rc) {
+    rmx_mem_dereg(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+void rmx_mem_dereg(rmx_mem_t *m)
+{
+  if (!m)
+    return;
+  for (int i = 0; i < RMX_TP_COUNT; i++)
+    if (m->reg[i])
+      m->ctx->tp_ops[i]->mem_dereg(m->reg[i]);
+  free(m);
+}
+
+int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len)
+{
+  uint8_t *p = blob;
+  int n = 0, rc;
+  if (!m || !blob || !len)
+    return RMX_EINVAL;
+  if (!(m->access & (RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE | RMX_MEM_REMOTE_ATOMIC)))
+    return RMX_EINVAL; /* nothing a peer could do with it */
+  if ((rc = reg_missing(m)) != 0)
+    return rc;
+  for (int i = 0; i < RMX_TP_COUNT; i++)
+    n += m->reg[i] != NULL;
+  if (n == 0)
+    return RMX_ENOTCONN;
+  size_t need = RKEY_HDR + (size_t)n * RKEY_ENTRY;
+  if (*len < need)
+    return RMX_EINVAL;
+  memset(p, 0, need);
+  p[0] = RKEY_VERSION;
+  p[1] = (uint8_t)n;
+  rmx_put16(p + 2, (uint16_t)m->access);
+  rmx_put64(p + 8, (uintptr_t)m->addr);
+  rmx_put64(p + 16, m->len);
+  uint8_t *e = p + RKEY_HDR;
+  for (int i = 0; i < RMX_TP_COUNT; i++) {
+    if (!m->reg[i])
+      continue;
+    e[0] = m->ctx->tp_ops[i]->wire_id;
+    rmx_put64(e + 8, m->ctx->tp_ops[i]->mem_rkey(m->reg[i]));
+    e += RKEY_ENTRY;
+  }
+  *len = need;
+  return 0;
+}
+
+int rmx_rkey_unpack(rmx_conn_t *c, const void *blob, size_t len, rmx_rkey_t **out)
+{
+  const uint8_t *p = blob;
+  if (!c || !blob || !out || len < RKEY_HDR)
+    return RMX_EINVAL;
+  unsigned n = p[1];
+  if (p[0] != RKEY_VERSION || n == 0 || n > RMX_TP_COUNT || len != RKEY_HDR + n * RKEY_ENTRY)
+    return RMX_EINVAL;
+  uint64_t base = rmx_get64(p + 8), size = rmx_get64(p + 16);
+  unsigned access = rmx_get16(p + 2);
+  if (base + size < base || (access & ~0xfu))
+    return RMX_EINVAL;
+  for (unsigned i = 0; i < n; i++) {
+    const uint8_t *e = p + RKEY_HDR + i * RKEY_ENTRY;
+    if (e[0] != c->ops->wire_id)
+      continue;
+    rmx_rkey_t *rk = malloc(sizeof(*rk));
+    if (!rk)
+      return RMX_ENOMEM;
+    rk->tpi = c->tpi;
+    rk->access = access;
+    rk->base = base;
+    rk->len = size;
+    rk->key = rmx_get64(e + 8);
+    *out = rk;
+    return 0;
+  }
+  return RMX_EINVAL; /* no key for this connection's transport */
+}
+
+size_t rmx_rkey_size(const rmx_rkey_t *rk) { return rk->len; }
+void rmx_rkey_release(rmx_rkey_t *rk) { free(rk); }
+
+/* The local registration for a transfer on c: the caller's, the cache's, or
+ * none where the transport needs none. */
+int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_mem_t *given,
+                   rmx_tp_mem_t **mem, rmx__rc_entry_t **cached)
+{
+  *mem = NULL;
+  *cached = NULL;
+  if (given) {
+    if ((uint8_t *)addr < given->addr || len > given->len ||
+        (size_t)((uint8_t *)addr - given->addr) > given->len - len)
+      return RMX_EINVAL; /* the buffer is not inside the registration */
+    if (!given->reg[c->tpi] && reg_missing(given) != 0)
+      return RMX_ENOMEM;
+    *mem = given->reg[c->tpi];
+    return 0;
+  }
+  if (!(c->ops->flags & RMX_TP_F_LOCAL_REG))
+    return 0;
+  int rc = rmx__regcache_get(c->ctx, c->tpi, addr, len, access, cached);
+  if (rc == 0)
+    *mem = (*cached)->mem;
+  return rc;
+}
+
+void rmx_ctx_stats(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st)
+{
+  *st = ctx->st;
+  st->reg_cache_bytes = ctx->rc.bytes;
+}

@@ -1,0 +1,248 @@
+/*
+ * The registration cache: transfers from the same memory reuse one
+ * registration instead of registering every time.
+ *
+ * A registration pins physical pages. If the application unmaps memory and
+ * maps new memory at the same address, a cached registration would still
+ * point at the old pages and data would silently go astray. So:
+ * - munmap, mremap and madvise(DONTNEED/FREE/REMOVE) are interposed here
+ *   (the process calls rmx's, which notes the range and makes the system
+ *   call): every cache drops the registrations that overlap the range
+ *   before its next lookup;
+ * - glibc's malloc unmaps through internal calls that cannot be interposed,
+ *   so once a cache registers memory, rmx asks malloc never to return memory
+ *   to the system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory
+ *   is reused as the same pages, which keeps registrations right.
+ * RMX_REGCACHE=0 turns the cache off: every transfer registers and
+ * deregisters, and malloc is left alone. See docs/one-sided.md.
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "rmx_int.h"
+
+#define PENDING_MAX 64
+#define PAGE 4096u
+
+struct rmx__rc_pending {
+  atomic_int dirty;
+  int overflow;
+  int n;
+  uintptr_t start[PENDING_MAX], end[PENDING_MAX];
+};
+
+/* Every cache in the process, for the unmap hooks (never on the data path). */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static rmx_list_t g_caches = {&g_caches, &g_caches};
+static atomic_int g_ncaches;
+
+static void note_unmap(const void *addr, size_t len)
+{
+  if (atomic_load_explicit(&g_ncaches, memory_order_acquire) == 0 || len == 0)
+    return;
+  uintptr_t s = (uintptr_t)addr, e = s + len;
+  rmx_list_t *n;
+  pthread_mutex_lock(&g_lock);
+  rmx_list_foreach(n, &g_caches) {
+    struct rmx__rc_pending *p = rmx_container_of(n, rmx__regcache_t, global_link)->pending;
+    if (p->n < PENDING_MAX) {
+      p->start[p->n] = s;
+      p->end[p->n] = e;
+      p->n++;
+    } else {
+      p->overflow = 1; /* too many to keep: that cache drops everything */
+    }
+    atomic_store_explicit(&p->dirty, 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&g_lock);
+}
+
+RMX_API int munmap(void *addr, size_t len)
+{
+  note_unmap(addr, len);
+  return (int)syscall(SYS_munmap, addr, len);
+}
+
+RMX_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+  void *new_addr = NULL;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    new_addr = va_arg(ap, void *);
+    va_end(ap);
+  }
+  note_unmap(old, old_len);
+  return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+}
+
+RMX_API int madvise(void *addr, size_t len, int advice)
+{
+  if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE)
+    note_unmap(addr, len);
+  return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+/* ---- the cache ---- */
+
+static void entry_free(rmx_ctx_t *ctx, rmx__rc_entry_t *e)
+{
+  ctx->tp_ops[e->tpi]->mem_dereg(e->mem);
+  ctx->rc.bytes -= e->end - e->start;
+  free(e);
+}
+
+static void entry_drop(rmx_ctx_t *ctx, rmx__rc_entry_t *e)
+{
+  rmx_list_del(&e->link);
+  ctx->st.reg_cache_evictions++;
+  if (e->refs == 0)
+    entry_free(ctx, e);
+  else
+    e->dead = 1; /* in use: goes when released */
+}
+
+static void invalidate(rmx_ctx_t *ctx, uintptr_t s, uintptr_t e, int all)
+{
+  rmx_list_t *n, *next;
+  for (n = ctx->rc.lru.next; n != &ctx->rc.lru; n = next) {
+    next = n->next;
+    rmx__rc_entry_t *en = rmx_container_of(n, rmx__rc_entry_t, link);
+    if (all || (en->start < e && s < en->end))
+      entry_drop(ctx, en);
+  }
+}
+
+/* Apply what other threads' unmaps left for this cache. */
+static void apply_pending(rmx_ctx_t *ctx)
+{
+  struct rmx__rc_pending *p = ctx->rc.pending;
+  uintptr_t s[PENDING_MAX], e[PENDING_MAX];
+  int n, all;
+  if (!atomic_load_explicit(&p->dirty, memory_order_acquire))
+    return;
+  pthread_mutex_lock(&g_lock);
+  n = p->n;
+  all = p->overflow;
+  memcpy(s, p->start, sizeof(s[0]) * (size_t)n);
+  memcpy(e, p->end, sizeof(e[0]) * (size_t)n);
+  p->n = 0;
+  p->overflow = 0;
+  atomic_store_explicit(&p->dirty, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&g_lock);
+  if (all)
+    invalidate(ctx, 0, 0, 1);
+  for (int i = 0; i < n && !all; i++)
+    invalidate(ctx, s[i], e[i], 0);
+}
+
+int rmx__regcache_init(rmx_ctx_t *ctx)
+{
+  const char *v = getenv("RMX_REGCACHE");
+  rmx_list_init(&ctx->rc.lru);
+  rmx_list_init(&ctx->rc.global_link);
+  ctx->rc.max_bytes = (size_t)1 << 30;
+  ctx->rc.enabled = !(v && strcmp(v, "0") == 0);
+  ctx->rc.pending = calloc(1, sizeof(*ctx->rc.pending));
+  if (!ctx->rc.pending)
+    return RMX_ENOMEM;
+  if (ctx->rc.enabled) {
+    pthread_mutex_lock(&g_lock);
+    rmx_list_push(&g_caches, &ctx->rc.global_link);
+    atomic_fetch_add(&g_ncaches, 1);
+    pthread_mutex_unlock(&g_lock);
+    ctx->rc.registered = 1;
+  }
+  return 0;
+}
+
+void rmx__regcache_fini(rmx_ctx_t *ctx)
+{
+  if (ctx->rc.registered) {
+    pthread_mutex_lock(&g_lock);
+    rmx_list_del(&ctx->rc.global_link);
+    atomic_fetch_sub(&g_ncaches, 1);
+    pthread_mutex_unlock(&g_lock);
+    ctx->rc.registered = 0;
+  }
+  invalidate(ctx, 0, 0, 1);
+  free(ctx->rc.pending);
+  ctx->rc.pending = NULL;
+}
+
+static void malloc_keeps_memory(void)
+{
+  static atomic_int done;
+  if (atomic_exchange(&done, 1) == 0) {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, -1);
+  }
+}
+
+int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, unsigned access,
+                      rmx__rc_entry_t **out)
+{
+  rmx__regcache_t *rc = &ctx->rc;
+  uintptr_t s = (uintptr_t)addr & ~(uintptr_t)(PAGE - 1);
+  uintptr_t e = ((uintptr_t)addr + len + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+  rmx_list_t *n;
+
+  if (rc->enabled) {
+    apply_pending(ctx);
+    rmx_list_foreach(n, &rc->lru) {
+      rmx__rc_entry_t *en = rmx_container_of(n, rmx__rc_entry_t, link);
+      if (en->tpi == tpi && en->start <= s && e <= en->end && (en->access & access) == access) {
+        rmx_list_del(n);
+        rmx_list_push_front(&rc->lru, n);
+        en->refs++;
+        ctx->st.reg_cache_hits++;
+        *out = en;
+        return 0;
+      }
+    }
+    malloc_keeps_memory();
+  }
+  rmx__rc_entry_t *en = calloc(1, sizeof(*en));
+  if (!en)
+    return RMX_ENOMEM;
+  int r = ctx->tp_ops[tpi]->mem_reg(ctx->tp[tpi], (void *)s, e - s, access, &en->mem);
+  if (r) {
+    free(en);
+    return r;
+  }
+  ctx->st.reg_cache_misses++;
+  en->start = s;
+  en->end = e;
+  en->tpi = tpi;
+  en->access = access;
+  en->refs = 1;
+  rc->bytes += e - s;
+  rmx_list_init(&en->link);
+  if (rc->enabled)
+    rmx_list_push_front(&rc->lru, &en->link);
+  else
+    en->dead = 1; /* not kept: released after this transfer */
+  *out = en;
+  /* Over the limit: drop the least recently used ones nobody holds. */
+  rmx_list_t *prev;
+  for (n = rc->lru.prev; rc->bytes > rc->max_bytes && n != &rc->lru; n = prev) {
+    prev = n->prev;
+    rmx__rc_entry_t *old = rmx_container_of(n, rmx__rc_entry_t, link);
+    if (old->refs == 0)
+      entry_drop(ctx, old);
+  }
+  return 0;
+}
+
+void rmx__regcache_put(rmx_ctx_t *ctx, rmx__rc_entry_t *e)
+{
+  if (--e->refs == 0 && e->dead)
+    entry_free(ctx, e);
+}
