@@ -27,6 +27,9 @@ static rmx_conn_t *conn_new(rmx_ctx_t *ctx, int tpi)
   rmx_list_init(&c->rndv_wait);
   rmx_list_init(&c->rxq);
   rmx_list_init(&c->rmaq);
+  rmx_list_init(&c->reqq);
+  for (int i = 0; i < RMX_CALL_BUCKETS; i++)
+    rmx_list_init(&c->calls[i]);
   rmx_list_init(&c->defer_finish.link);
   rmx_list_init(&c->defer_free.link);
   c->defer_finish.fn = deferred_finish;
@@ -372,7 +375,8 @@ static void conn_finish(rmx_conn_t *c)
 {
   int op_status = c->user_closed ? RMX_ECANCELED : (c->err ? c->err : RMX_ECONNRESET);
   c->finished = 1;
-  rmx__msg_fail_all(c, op_status);
+  rmx__msg_fail_all(c, op_status); /* request sends first: their calls then end */
+  rmx__rpc_fail_all(c, op_status);
   if (c->listener) {
     listener_unref(c->listener);
     c->listener = NULL;

@@ -78,12 +78,14 @@ int rmx_config_init(rmx_config_t *cfg)
   cfg->max_msg_size = 64ull << 20;
   cfg->rndv_depth = 4;
   cfg->connect_timeout_ms = 10000;
+  cfg->rpc_max_inflight = 1024;
 
   rc |= env_u32("RMX_EAGER_SIZE", RMX_EAGER_MIN, RMX_EAGER_MAX, &cfg->eager_size);
   rc |= env_u32("RMX_RX_DEPTH", RMX_DEPTH_MIN, RMX_DEPTH_MAX, &cfg->rx_depth);
   rc |= env_u64("RMX_MAX_MSG_SIZE", 0, RMX_MSG_MAX, &cfg->max_msg_size);
   rc |= env_u32("RMX_RNDV_DEPTH", 1, 1024, &cfg->rndv_depth);
   rc |= env_u32("RMX_CONNECT_TIMEOUT_MS", 1, 3600000, &cfg->connect_timeout_ms);
+  rc |= env_u32("RMX_RPC_MAX", 1, 1u << 20, &cfg->rpc_max_inflight);
   rc |= env_word("RMX_LOG", levels, 6, &lvl);
   rc |= env_word("RMX_PROGRESS", modes, 2, &mode);
   const char *dev = getenv("RMX_DEVICE");
@@ -100,7 +102,8 @@ static int config_check(const rmx_config_t *c)
     return RMX_EINVAL;
   if (c->rx_depth < RMX_DEPTH_MIN || c->rx_depth > RMX_DEPTH_MAX)
     return RMX_EINVAL;
-  if (c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 || c->connect_timeout_ms == 0)
+  if (c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 || c->connect_timeout_ms == 0 ||
+      c->rpc_max_inflight == 0)
     return RMX_EINVAL;
   if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_POLL)
     return RMX_EINVAL;
@@ -270,7 +273,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   uv_unref((uv_handle_t *)&ctx->async);
   uv_idle_init(ctx->loop, &ctx->idle);
   ctx->idle.data = ctx;
-  ctx->handles = 2;
+  rmx__rpc_ctx_init(ctx);
+  ctx->handles = 3;
 
   rmx_list_init(&ctx->deferred);
   rmx_list_init(&ctx->posted);
@@ -291,6 +295,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
 err_handles:
   uv_close((uv_handle_t *)&ctx->async, NULL);
   uv_close((uv_handle_t *)&ctx->idle, NULL);
+  uv_close((uv_handle_t *)&ctx->rpc_timer, NULL);
   uv_run(ctx->loop, UV_RUN_NOWAIT);
 err_mutex:
   uv_mutex_destroy(&ctx->post_lock);
@@ -319,6 +324,7 @@ const rmx_config_t *rmx__ctx_cfg(rmx_ctx_t *ctx) { return &ctx->cfg; }
 static void ctx_free(rmx_ctx_t *ctx)
 {
   rmx_list_t *n;
+  rmx__rpc_ctx_fini(ctx);
   while ((n = rmx_list_pop(&ctx->free_ops)) != NULL)
     free(rmx_container_of(n, rmx__op_t, link));
   while ((n = rmx_list_pop(&ctx->free_rma)) != NULL)
@@ -373,6 +379,7 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
   async_cb(&ctx->async); /* posts that raced in still run once */
   uv_close((uv_handle_t *)&ctx->async, handle_closed);
   uv_close((uv_handle_t *)&ctx->idle, handle_closed);
+  uv_close((uv_handle_t *)&ctx->rpc_timer, handle_closed);
   if (ctx->owns_loop) {
     uv_run(ctx->loop, UV_RUN_DEFAULT);
     ctx_free(ctx);

@@ -19,7 +19,10 @@
 
 #include "rmx_int.h"
 
-#define FRAME_HDR(b) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN)
+/* Where an eager frame starts in its buffer: header, then the RPC extension
+ * if any, then the payload at rmx_buf_data(). */
+#define EXT_LEN(op) ((op)->rpc_flag ? RMX_WIRE_RPC_LEN : 0)
+#define FRAME_HDR(b, ext) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN - (ext))
 
 static void protocol_error(rmx_conn_t *c, const char *why)
 {
@@ -104,14 +107,14 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
     return 0;
   }
   if (op->kind == RMX_OP_EAGER) {
-    uint8_t *hdr = FRAME_HDR(op->buf);
+    uint8_t *hdr = FRAME_HDR(op->buf, EXT_LEN(op));
     if ((c->ops->flags & RMX_TP_F_LOCAL_REG) &&
         (rc = rmx__buf_mem(c->ctx, op->buf, c->tpi, &sge.mem)) != 0)
       return rc;
     returned = take_owed(c);
     rmx_wire_set_credits(hdr, returned);
     sge.addr = hdr;
-    sge.len = RMX_WIRE_HDR_LEN + op->len;
+    sge.len = RMX_WIRE_HDR_LEN + EXT_LEN(op) + op->len;
     if (!(c->ops->flags & RMX_TP_F_LOCAL_REG))
       sge.mem = NULL;
   } else {
@@ -237,10 +240,13 @@ static void maybe_return_credits(rmx_conn_t *c)
 
 /* ---- sending ---- */
 
-static int send_common(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf,
-                       rmx_send_cb cb, void *arg)
+/* Send a message, or an RPC request/reply (rpc_flag, rpc). *rndv (may be
+ * NULL) tells whether it went by rendezvous. */
+int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, uint8_t rpc_flag,
+                  const rmx_wire_rpc_t *rpc, rmx_send_cb cb, void *arg, int *rndv)
 {
   rmx__op_t *op;
+  size_t ext = rpc_flag ? RMX_WIRE_RPC_LEN : 0;
   int rc;
 
   if (!c || (!data && len))
@@ -250,7 +256,7 @@ static int send_common(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *u
   if (len > c->max_msg)
     return RMX_EMSGSIZE;
 
-  if (len <= c->eager_max) {
+  if (len + ext <= c->eager_max) {
     op = rmx__op_get(c->ctx, c, RMX_OP_EAGER);
     if (!op)
       return RMX_ENOMEM;
@@ -265,7 +271,10 @@ static int send_common(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *u
       if (len)
         memcpy(rmx_buf_data(op->buf), data, len);
     }
-    rmx_wire_hdr_encode(FRAME_HDR(op->buf), RMX_FR_DATA, 0, (uint32_t)len);
+    uint8_t *hdr = FRAME_HDR(op->buf, ext);
+    rmx_wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
+    if (rpc_flag)
+      rmx_wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
     c->st.eager_sent++;
   } else {
     op = rmx__op_get(c->ctx, c, RMX_OP_RNDV);
@@ -290,8 +299,15 @@ static int send_common(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *u
     rmx_wire_rts_t rts = {.id = op->id, .addr = (uintptr_t)data, .size = len,
                           .rkey = c->ops->mem_rkey(op->mem)};
     op->frame_len = (uint32_t)rmx_wire_rts_encode(op->frame, 0, &rts);
+    if (rpc_flag) {
+      rmx_wire_rpc_add(op->frame, rpc_flag, op->frame + op->frame_len, rpc);
+      op->frame_len += RMX_WIRE_RPC_LEN;
+    }
     c->st.rndv_sent++;
   }
+  if (rndv)
+    *rndv = op->kind == RMX_OP_RNDV;
+  op->rpc_flag = rpc_flag;
   op->len = len;
   op->cb = cb;
   op->arg = arg;
@@ -302,14 +318,14 @@ static int send_common(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *u
 
 int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on_sent, void *arg)
 {
-  return send_common(c, data, len, NULL, on_sent, arg);
+  return rmx__msg_send(c, data, len, NULL, 0, NULL, on_sent, arg, NULL);
 }
 
 int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent, void *arg)
 {
   if (!b || len > b->cap)
     return RMX_EINVAL;
-  return send_common(c, rmx_buf_data(b), len, b, on_sent, arg);
+  return rmx__msg_send(c, rmx_buf_data(b), len, b, 0, NULL, on_sent, arg, NULL);
 }
 
 static void start_reads(rmx_conn_t *c);
@@ -356,6 +372,12 @@ void rmx__msg_send_done(rmx_conn_t *c, rmx__op_t *op, int status)
 
 /* ---- receiving ---- */
 
+void rmx__msg_credit_back(rmx_conn_t *c)
+{
+  c->owed++;
+  c->owed_data++;
+}
+
 static void deliver(rmx_conn_t *c, const void *data, size_t len)
 {
   c->st.msgs_recv++;
@@ -387,11 +409,6 @@ static void rx_free(rmx__op_t *op)
   rmx__op_put(op);
 }
 
-static void credit_back(rmx_conn_t *c)
-{
-  c->owed++;
-  c->owed_data++;
-}
 
 static void deliver_ready(rmx_conn_t *c)
 {
@@ -401,11 +418,16 @@ static void deliver_ready(rmx_conn_t *c)
     if (!op->ready)
       break;
     rmx_list_del(n);
-    credit_back(c);
-    if (op->is_imm)
+    if (op->is_imm) {
+      rmx__msg_credit_back(c);
       deliver_imm(c, op->imm, op->len);
-    else
+    } else if (op->rpc_flag) {
+      if (!rmx__rpc_deliver(c, op->rpc_flag, &op->rpcx, op->data, op->len))
+        rmx__msg_credit_back(c);
+    } else {
+      rmx__msg_credit_back(c);
       deliver(c, op->data, op->len);
+    }
     rx_free(op);
   }
 }
@@ -498,6 +520,8 @@ static int hold(rmx_conn_t *c, const rmx_frame_t *f)
   if (!op)
     return RMX_ENOMEM;
   op->len = f->type == RMX_FR_DATA ? f->payload_len : f->u.rts.size;
+  op->rpc_flag = f->flags;
+  op->rpcx = f->rpc;
   if (f->type == RMX_FR_DATA) {
     if (rmx__buf_alloc(c->ctx, op->len, &op->buf) != 0) {
       rmx__op_put(op);
@@ -541,8 +565,12 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
   switch (f.type) {
   case RMX_FR_DATA:
     if (rmx_list_empty(&c->rxq)) {
-      credit_back(c);
-      deliver(c, f.payload, f.payload_len);
+      if (!f.flags) {
+        rmx__msg_credit_back(c);
+        deliver(c, f.payload, f.payload_len);
+      } else if (!rmx__rpc_deliver(c, f.flags, &f.rpc, f.payload, f.payload_len)) {
+        rmx__msg_credit_back(c);
+      }
     } else if (hold(c, &f) != 0) {
       rmx__conn_down(c, RMX_ENOMEM);
       return;
@@ -562,7 +590,7 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
     start_reads(c);
     break;
   case RMX_FR_FIN:
-    credit_back(c);
+    rmx__msg_credit_back(c);
     if (on_fin(c, &f.u.fin) != 0) {
       protocol_error(c, "FIN for a message that is not waiting for one");
       return;
@@ -591,7 +619,7 @@ void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len)
     return;
   }
   if (rmx_list_empty(&c->rxq)) {
-    credit_back(c);
+    rmx__msg_credit_back(c);
     deliver_imm(c, imm, len);
   } else {
     rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_RX);

@@ -12,6 +12,8 @@
 #define RMX_HIDDEN __attribute__((visibility("hidden")))
 
 enum { RMX_TP_TCP = 0, RMX_TP_VERBS = 1, RMX_TP_COUNT = 2 };
+#define RMX_CALL_BUCKETS 64
+#define RMX_HANDLER_BUCKETS 64
 
 /* ---- deferred work: runs from the loop, never inside an API call ---- */
 typedef struct rmx__deferred {
@@ -151,6 +153,8 @@ typedef struct rmx__op {
   rmx__rc_entry_t *cached; /* RNDV/RX: the cached registration in use */
   uint32_t imm;       /* RX: a held write-with-immediate */
   uint8_t is_imm;
+  uint8_t rpc_flag;   /* RMX_FF_RPC_REQ / _REP: the frame carries rpcx */
+  rmx_wire_rpc_t rpcx;
   uint32_t frame_len; /* CTRL/RNDV: bytes in frame[] */
   uint8_t frame[RMX_WIRE_CTRL_MAX];
 } rmx__op_t;
@@ -219,6 +223,10 @@ struct rmx_conn {
   rmx_list_t rndv_wait; /* sent RTS, waiting for FIN */
   rmx_list_t rxq;       /* inbound messages held for in-order delivery */
   rmx_list_t rmaq;      /* one-sided operations waiting for send-queue room */
+  rmx_list_t reqq;      /* RPC requests waiting for a handler slot */
+  rmx_list_t calls[RMX_CALL_BUCKETS]; /* our RPC calls by id */
+  uint32_t rpc_out, rpc_in;
+  uint64_t next_call;
   uint32_t ops_out;     /* ops that still point at this connection */
   rmx_conn_stats_t st;
   rmx__deferred_t defer_finish; /* tear down after a failure outside any transport */
@@ -247,6 +255,10 @@ struct rmx_ctx {
   uint64_t ops_allocated;
   rmx__regcache_t rc;
   rmx_ctx_stats_t st;
+  rmx_list_t handlers[RMX_HANDLER_BUCKETS];
+  rmx_list_t deadlines; /* RPC calls with a timeout, soonest first */
+  uv_timer_t rpc_timer;
+  rmx_list_t free_calls, free_reqs;
 };
 
 /* ---- URIs ---- */
@@ -274,6 +286,15 @@ void rmx__msg_fail_all(rmx_conn_t *c, int status);
 int rmx__msg_queue_bye(rmx_conn_t *c);
 void rmx__msg_progress(rmx_conn_t *c);
 
+int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, uint8_t rpc_flag,
+                  const rmx_wire_rpc_t *rpc, rmx_send_cb cb, void *arg, int *rndv);
+void rmx__msg_credit_back(rmx_conn_t *c);
+int rmx__rpc_deliver(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const void *data,
+                     size_t len);
+void rmx__rpc_resume(rmx_conn_t *c);
+void rmx__rpc_fail_all(rmx_conn_t *c, int status);
+void rmx__rpc_ctx_init(rmx_ctx_t *ctx);
+void rmx__rpc_ctx_fini(rmx_ctx_t *ctx);
 void rmx__rma_progress(rmx_conn_t *c);
 void rmx__rma_event(rmx_conn_t *c, rmx__op_t *op, int status);
 void rmx__rma_fail(rmx__op_t *op, int status);

@@ -47,6 +47,22 @@ size_t rmx_wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_
 
 void rmx_wire_set_credits(uint8_t *hdr, uint16_t credits) { rmx_put16(hdr + 2, credits); }
 
+void rmx_wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc)
+{
+  hdr[1] = flag;
+  rmx_put32(hdr + 4, rmx_get32(hdr + 4) + RMX_WIRE_RPC_LEN);
+  rmx_put64(ext, rpc->call_id);
+  rmx_put32(ext + 8, rpc->handler);
+  rmx_put32(ext + 12, (uint32_t)rpc->status);
+}
+
+static void rpc_decode(const uint8_t *p, rmx_wire_rpc_t *rpc)
+{
+  rpc->call_id = rmx_get64(p);
+  rpc->handler = rmx_get32(p + 8);
+  rpc->status = (int32_t)rmx_get32(p + 12);
+}
+
 size_t rmx_wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t *rts)
 {
   uint8_t *p = out + rmx_wire_hdr_encode(out, RMX_FR_RTS, credits, RMX_WIRE_RTS_LEN);
@@ -90,7 +106,16 @@ int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **wh
     *why = "unknown frame type";
     return RMX_EPROTO;
   }
-  if (f->type != RMX_FR_DATA && blen != body_len[f->type]) {
+  size_t ext = 0;
+  if (f->flags) {
+    if ((f->flags != RMX_FF_RPC_REQ && f->flags != RMX_FF_RPC_REP) ||
+        (f->type != RMX_FR_DATA && f->type != RMX_FR_RTS)) {
+      *why = "unknown frame flags";
+      return RMX_EPROTO;
+    }
+    ext = RMX_WIRE_RPC_LEN;
+  }
+  if (f->type == RMX_FR_DATA ? blen < ext : blen != body_len[f->type] + ext) {
     *why = "control frame of the wrong length";
     return RMX_EPROTO;
   }
@@ -99,14 +124,18 @@ int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **wh
   f->payload_len = 0;
   switch (f->type) {
   case RMX_FR_DATA:
-    f->payload = p;
-    f->payload_len = blen;
+    if (ext)
+      rpc_decode(p, &f->rpc);
+    f->payload = p + ext;
+    f->payload_len = blen - ext;
     break;
   case RMX_FR_RTS:
     f->u.rts.id = rmx_get64(p);
     f->u.rts.addr = rmx_get64(p + 8);
     f->u.rts.size = rmx_get64(p + 16);
     f->u.rts.rkey = rmx_get64(p + 24);
+    if (ext)
+      rpc_decode(p + RMX_WIRE_RTS_LEN, &f->rpc);
     break;
   case RMX_FR_FIN:
     f->u.fin.id = rmx_get64(p);

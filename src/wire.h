@@ -22,6 +22,18 @@ enum rmx_frame_type {
   RMX_FR_TYPE_MAX_ = RMX_FR_BYE
 };
 
+/* Header flags: the frame carries an RPC extension (rmx_wire_rpc_t) right
+ * after the header (DATA) or after the RTS body (RTS). */
+enum { RMX_FF_RPC_REQ = 1, RMX_FF_RPC_REP = 2 };
+
+typedef struct rmx_wire_rpc {
+  uint64_t call_id;
+  uint32_t handler; /* requests: which handler */
+  int32_t status;   /* replies: 0 or the error */
+} rmx_wire_rpc_t;
+
+#define RMX_WIRE_RPC_LEN 16
+
 /* The connection handshake, carried by the transport's connection setup. */
 typedef struct rmx_wire_hello {
   uint32_t magic;
@@ -51,6 +63,7 @@ typedef struct rmx_frame {
   uint8_t type;
   uint8_t flags;
   uint16_t credits;
+  rmx_wire_rpc_t rpc; /* when flags has RMX_FF_RPC_* */
   const uint8_t *payload; /* DATA only */
   size_t payload_len;
   union {
@@ -62,7 +75,7 @@ typedef struct rmx_frame {
 #define RMX_WIRE_RTS_LEN 32
 #define RMX_WIRE_FIN_LEN 16
 /* Largest control frame: header plus the longest extension. */
-#define RMX_WIRE_CTRL_MAX (RMX_WIRE_HDR_LEN + RMX_WIRE_RTS_LEN)
+#define RMX_WIRE_CTRL_MAX (RMX_WIRE_HDR_LEN + RMX_WIRE_RTS_LEN + RMX_WIRE_RPC_LEN)
 
 void rmx_wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO_LEN]);
 /* 0, RMX_EPROTO (short or not rmx), RMX_EVERSION (rmx, other version). */
@@ -73,6 +86,10 @@ size_t rmx_wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_
 /* Writes header + RTS body; returns the frame length. */
 size_t rmx_wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t *rts);
 size_t rmx_wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t *fin);
+/* Mark an encoded DATA or RTS frame as RPC and write its extension at ext
+ * (after the header for DATA, after the RTS body for RTS); the body length
+ * grows by RMX_WIRE_RPC_LEN. */
+void rmx_wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc);
 /* Patch the credits field of an encoded header. */
 void rmx_wire_set_credits(uint8_t *hdr, uint16_t credits);
 

@@ -79,7 +79,8 @@ extern "C" {
   X(EVERSION, -4001, "peer speaks another rmx protocol version")             \
   X(ENORESOLVE, -4002, "host name did not resolve")                          \
   X(EMEMLOCK, -4003, "cannot pin memory: raise the locked-memory limit (ulimit -l)") \
-  X(EUNKNOWN, -4004, "unknown error")
+  X(EUNKNOWN, -4004, "unknown error")                                        \
+  X(ENOHANDLER, -4005, "no RPC handler registered for that id at the peer")
 
 /** Error codes. Every API call returns 0 or one of these. */
 typedef enum {
@@ -165,6 +166,7 @@ typedef struct rmx_config {
   uint64_t max_msg_size;   /**< largest message accepted or sent (RMX_MAX_MSG_SIZE, 64 MiB) */
   uint32_t rndv_depth;     /**< large messages fetched at once per connection (RMX_RNDV_DEPTH, 4) */
   uint32_t connect_timeout_ms; /**< connect and handshake limit (RMX_CONNECT_TIMEOUT_MS, 10000) */
+  uint32_t rpc_max_inflight;   /**< RPCs outstanding per connection, each way (RMX_RPC_MAX, 1024) */
   rmx_log_level_t log_level;   /**< RMX_LOG=none|error|warn|info|debug|trace (warn) */
   rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll (event) */
   char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE) */
@@ -435,6 +437,79 @@ RMX_API int rmx_atomic_fadd(rmx_conn_t *c, rmx_rkey_t *rk, uint64_t offset, uint
  *  gets the previous value either way. As rmx_atomic_fadd(). */
 RMX_API int rmx_atomic_cswap(rmx_conn_t *c, rmx_rkey_t *rk, uint64_t offset, uint64_t compare,
                              uint64_t swap, uint64_t *old, rmx_op_cb cb, void *arg);
+
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name RPC                                                           */
+/* ------------------------------------------------------------------ */
+/**@{*/
+
+typedef struct rmx_rpc_req rmx_rpc_req_t; /**< A request a handler must answer. */
+
+/**
+ * @brief A request arrived for this handler. @p data is valid during the
+ * call. Answer exactly once, now or later, with rmx_rpc_reply(),
+ * rmx_rpc_reply_buf() or rmx_rpc_reply_error(), even after the connection
+ * died (the answer then just releases the request).
+ */
+typedef void (*rmx_rpc_handler)(rmx_rpc_req_t *req, const void *data, size_t len, void *arg);
+
+/**
+ * @brief A call ended: status 0 with the reply's bytes (valid during the
+ * call), or: the handler's error, @ref RMX_ENOHANDLER (no such handler),
+ * @ref RMX_EAGAIN (the server was at its limit), @ref RMX_ETIMEDOUT,
+ * @ref RMX_ECANCELED (rmx_rpc_cancel, or the connection was closed
+ * locally), @ref RMX_ECONNRESET (or why the connection died).
+ */
+typedef void (*rmx_rpc_reply_cb)(rmx_conn_t *c, int status, const void *data, size_t len,
+                                 void *arg);
+
+/**
+ * @brief Serve RPC @p id in this context with @p handler.
+ * @return 0, @ref RMX_EALREADY (id taken), @ref RMX_ENOMEM
+ */
+RMX_API int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler handler, void *arg);
+
+/**
+ * @brief Call RPC @p id on the peer. Small requests are copied; large ones
+ * go zero-copy: @p req must stay valid until @p on_reply runs.
+ * @param timeout_ms 0: no timeout
+ * @param[out] call  the call's id, for rmx_rpc_cancel(); may be NULL
+ * @return 0, @ref RMX_EAGAIN (rpc_max_inflight calls outstanding),
+ *         @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL, @ref RMX_ENOMEM
+ */
+RMX_API int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len,
+                         uint32_t timeout_ms, rmx_rpc_reply_cb on_reply, void *arg,
+                         uint64_t *call);
+
+/** @brief End a call now: its on_reply gets @ref RMX_ECANCELED (later, from
+ *  the loop); a reply that still comes is dropped.
+ *  @return 0, or @ref RMX_ENOENT when the call already ended. */
+RMX_API int rmx_rpc_cancel(rmx_conn_t *c, uint64_t call);
+
+/** @brief Answer with @p len bytes (copied). Releases @p req.
+ *  @return 0, @ref RMX_ENOTCONN (the caller is gone; still released),
+ *          @ref RMX_EMSGSIZE (still released, the caller gets the error) */
+RMX_API int rmx_rpc_reply(rmx_rpc_req_t *req, const void *data, size_t len);
+
+/** @brief Answer with the first @p len bytes of a pool buffer, without a
+ *  copy; the buffer belongs to rmx from then on. As rmx_rpc_reply(). */
+RMX_API int rmx_rpc_reply_buf(rmx_rpc_req_t *req, rmx_buf_t *b, size_t len);
+
+/** @brief Answer with an error: @p status is a negative RMX_E* code or an
+ *  application's own negative value; the caller's on_reply gets it. */
+RMX_API int rmx_rpc_reply_error(rmx_rpc_req_t *req, int status);
+
+/** @brief The connection a request came on (for one-sided work, or to
+ *  unpack keys it carries). */
+RMX_API rmx_conn_t *rmx_rpc_req_conn(const rmx_rpc_req_t *req);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Context statistics                                            */
+/* ------------------------------------------------------------------ */
+/**@{*/
 
 /** Context counters. */
 typedef struct rmx_ctx_stats {

@@ -325,26 +325,6 @@ static void close_with_pending_sends(void **state)
  * a fork alone would share rdma-core's per-process device state, which the
  * kernel refuses to serve in the child. Children never use cmocka. */
 
-static const char *self_exe;
-
-static pid_t spawn(const char *role, const char *uri, int *out_fd)
-{
-  int fd[2];
-  assert_int_equal(pipe(fd), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(fd[1], STDOUT_FILENO);
-    close(fd[0]);
-    close(fd[1]);
-    execl(self_exe, self_exe, scheme, role, uri ? uri : "", (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
-  *out_fd = fd[0];
-  return pid;
-}
-
 static void on_first_die(rmx_conn_t *c, const void *d, size_t l, void *arg) { kill(getpid(), SIGKILL); }
 
 static void die_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
@@ -388,14 +368,6 @@ static int role_dying_client(const char *uri)
   rmx_conn_set_cbs(c, &cbs, NULL);
   rmx_ctx_run(ctx);
   return 5;
-}
-
-static void read_line(int fd, char *buf, size_t len)
-{
-  size_t n = 0;
-  while (n + 1 < len && read(fd, buf + n, 1) == 1 && buf[n] != '\n')
-    n++;
-  buf[n] = '\0';
 }
 
 static void peer_killed_fails_outstanding(void **state)
@@ -621,7 +593,6 @@ int main(int argc, char **argv)
 {
   if (harness_args(argc, argv) != 0)
     return 2;
-  self_exe = "/proc/self/exe";
   if (argc > 2 && strcmp(argv[2], "--dying-server") == 0)
     return role_dying_server();
   if (argc > 3 && strcmp(argv[2], "--dying-client") == 0)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "harness.h"
@@ -194,3 +195,33 @@ int harness_args(int argc, char **argv)
     addr = getenv("RXE_VM_ADDR");
   return 0;
 }
+
+/* Run this program again as ROLE in a child (a fork alone would share
+ * rdma-core's per-process state, which the kernel refuses to serve in the
+ * child); its stdout comes back through *out_fd. */
+pid_t spawn(const char *role, const char *uri, int *out_fd)
+{
+  int fd[2];
+  assert_int_equal(pipe(fd), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fd[1], STDOUT_FILENO);
+    close(fd[0]);
+    close(fd[1]);
+    execl("/proc/self/exe", "/proc/self/exe", scheme, role, uri ? uri : "", (char *)NULL);
+    _exit(127);
+  }
+  close(fd[1]);
+  *out_fd = fd[0];
+  return pid;
+}
+
+void read_line(int fd, char *buf, size_t len)
+{
+  size_t n = 0;
+  while (n + 1 < len && read(fd, buf + n, 1) == 1 && buf[n] != '\n')
+    n++;
+  buf[n] = '\0';
+}
+

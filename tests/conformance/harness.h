@@ -46,6 +46,9 @@ void cl_closed(rmx_conn_t *c, void *arg);
 void client_connect(rmx_ctx_t *ctx, client_t *cl, const char *uri);
 void client_close(rmx_ctx_t *ctx, client_t *cl);
 void ctx_done(rmx_ctx_t *ctx);
+#include <sys/types.h>
+pid_t spawn(const char *role, const char *uri, int *out_fd);
+void read_line(int fd, char *buf, size_t len);
 /* Pick the scheme and address from argv[1] and the environment. */
 int harness_args(int argc, char **argv);
 
