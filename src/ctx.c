@@ -79,6 +79,7 @@ int rmx_config_init(rmx_config_t *cfg)
   cfg->rndv_depth = 4;
   cfg->connect_timeout_ms = 10000;
   cfg->rpc_max_inflight = 1024;
+  cfg->rnr_retry = 7;
 
   rc |= env_u32("RMX_EAGER_SIZE", RMX_EAGER_MIN, RMX_EAGER_MAX, &cfg->eager_size);
   rc |= env_u32("RMX_RX_DEPTH", RMX_DEPTH_MIN, RMX_DEPTH_MAX, &cfg->rx_depth);
@@ -86,6 +87,7 @@ int rmx_config_init(rmx_config_t *cfg)
   rc |= env_u32("RMX_RNDV_DEPTH", 1, 1024, &cfg->rndv_depth);
   rc |= env_u32("RMX_CONNECT_TIMEOUT_MS", 1, 3600000, &cfg->connect_timeout_ms);
   rc |= env_u32("RMX_RPC_MAX", 1, 1u << 20, &cfg->rpc_max_inflight);
+  rc |= env_u32("RMX_RNR_RETRY", 0, 7, &cfg->rnr_retry);
   rc |= env_word("RMX_LOG", levels, 6, &lvl);
   rc |= env_word("RMX_PROGRESS", modes, 2, &mode);
   const char *dev = getenv("RMX_DEVICE");
@@ -103,7 +105,7 @@ static int config_check(const rmx_config_t *c)
   if (c->rx_depth < RMX_DEPTH_MIN || c->rx_depth > RMX_DEPTH_MAX)
     return RMX_EINVAL;
   if (c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 || c->connect_timeout_ms == 0 ||
-      c->rpc_max_inflight == 0)
+      c->rpc_max_inflight == 0 || c->rnr_retry > 7)
     return RMX_EINVAL;
   if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_POLL)
     return RMX_EINVAL;

@@ -167,6 +167,8 @@ typedef struct rmx_config {
   uint32_t rndv_depth;     /**< large messages fetched at once per connection (RMX_RNDV_DEPTH, 4) */
   uint32_t connect_timeout_ms; /**< connect and handshake limit (RMX_CONNECT_TIMEOUT_MS, 10000) */
   uint32_t rpc_max_inflight;   /**< RPCs outstanding per connection, each way (RMX_RPC_MAX, 1024) */
+  uint32_t rnr_retry;          /**< RDMA receiver-not-ready retries, 0..7, 7 = forever (RMX_RNR_RETRY, 7).
+                                    Flow control makes them unnecessary: 0 turns any into an error. */
   rmx_log_level_t log_level;   /**< RMX_LOG=none|error|warn|info|debug|trace (warn) */
   rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll (event) */
   char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE) */

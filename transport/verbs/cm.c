@@ -149,7 +149,7 @@ static void conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p)
   p->responder_resources = (uint8_t)rd;
   p->initiator_depth = (uint8_t)rd;
   p->retry_count = 7;
-  p->rnr_retry_count = 7;
+  p->rnr_retry_count = (uint8_t)rmx__ctx_cfg(tc->tp->ctx)->rnr_retry;
 }
 
 static void on_addr_resolved(struct rmx_tp_conn *tc)

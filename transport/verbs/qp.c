@@ -157,6 +157,8 @@ void vb_qp_destroy(struct rmx_tp_conn *tc)
   tc->rx = NULL;
 }
 
+static void repost(struct rmx_tp_conn *tc);
+
 /* ---- posting ---- */
 
 static vb_slot_t *slot_take(struct rmx_tp_conn *tc, slot_kind_t kind, void *op)
@@ -318,6 +320,11 @@ int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint
 void vb_flush(struct rmx_tp_conn *tc)
 {
   struct ibv_send_wr *bad;
+  /* Credits reach the peer only in what we send: buffers whose credit may
+   * be in this batch go back on the receive queue first, or the peer's next
+   * send could find the queue empty (an RNR NAK and a timed retry). */
+  if (tc->repost)
+    repost(tc);
   if (!tc->chain)
     return;
   /* The last of a batch is signaled: nothing waits on a later post. */
@@ -460,29 +467,33 @@ static void on_wc(const struct ibv_wc *wc)
   complete_upto(tc, s, wc_status(wc->status));
 }
 
+/* Give a connection's receive buffers back, as one list. */
+static void repost(struct rmx_tp_conn *tc)
+{
+  struct ibv_recv_wr *bad, *first = tc->repost;
+  rmx_list_del(&tc->repost_link);
+  tc->repost = tc->repost_last = NULL;
+  if (!first || tc->dead || tc->closing)
+    return;
+  uint32_t count = 0;
+  for (struct ibv_recv_wr *w = first; w; w = w->next)
+    count++;
+  int rc = ibv_post_recv(tc->qp, first, &bad);
+  if (rc) {
+    for (struct ibv_recv_wr *w = bad; w; w = w->next)
+      count--; /* these never reached the QP */
+    RMX_LOG(tc->tp->ctx, ERROR, "rdma: ibv_post_recv on QP 0x%x failed: %s", tc->qp->qp_num,
+            strerror(rc));
+    vb_fail(tc, vb_err_from_errno(rc));
+  }
+  tc->rx_posted += count;
+}
+
 void vb_repost_all(struct rmx_tp *tp)
 {
   rmx_list_t *n;
-  struct ibv_recv_wr *bad;
-  while ((n = rmx_list_pop(&tp->repost)) != NULL) {
-    struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, repost_link);
-    struct ibv_recv_wr *first = tc->repost;
-    tc->repost = tc->repost_last = NULL;
-    if (tc->dead || tc->closing)
-      continue;
-    uint32_t count = 0;
-    for (struct ibv_recv_wr *w = first; w; w = w->next)
-      count++;
-    int rc = ibv_post_recv(tc->qp, first, &bad);
-    if (rc) {
-      for (struct ibv_recv_wr *w = bad; w; w = w->next)
-        count--; /* these never reached the QP */
-      RMX_LOG(tp->ctx, ERROR, "rdma: ibv_post_recv on QP 0x%x failed: %s", tc->qp->qp_num,
-              strerror(rc));
-      vb_fail(tc, vb_err_from_errno(rc));
-    }
-    tc->rx_posted += count;
-  }
+  while ((n = tp->repost.next) != &tp->repost)
+    repost(rmx_container_of(n, struct rmx_tp_conn, repost_link));
 }
 
 void vb_cq_drain(vb_dev_t *dev)
