@@ -102,6 +102,7 @@ static void entry_free(rmx_ctx_t *ctx, rmx__rc_entry_t *e)
 static void entry_drop(rmx_ctx_t *ctx, rmx__rc_entry_t *e)
 {
   rmx_list_del(&e->link);
+  ctx->rc.entries--;
   ctx->st.reg_cache_evictions++;
   if (e->refs == 0)
     entry_free(ctx, e);
@@ -149,6 +150,7 @@ int rmx__regcache_init(rmx_ctx_t *ctx)
   rmx_list_init(&ctx->rc.lru);
   rmx_list_init(&ctx->rc.global_link);
   ctx->rc.max_bytes = (size_t)1 << 30;
+  ctx->rc.max_entries = 256;
   ctx->rc.enabled = !(v && strcmp(v, "0") == 0);
   ctx->rc.pending = calloc(1, sizeof(*ctx->rc.pending));
   if (!ctx->rc.pending)
@@ -225,14 +227,17 @@ int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, uns
   en->refs = 1;
   rc->bytes += e - s;
   rmx_list_init(&en->link);
-  if (rc->enabled)
+  if (rc->enabled) {
     rmx_list_push_front(&rc->lru, &en->link);
-  else
+    rc->entries++;
+  } else {
     en->dead = 1; /* not kept: released after this transfer */
+  }
   *out = en;
-  /* Over the limit: drop the least recently used ones nobody holds. */
+  /* Over a limit: drop the least recently used ones nobody holds. */
   rmx_list_t *prev;
-  for (n = rc->lru.prev; rc->bytes > rc->max_bytes && n != &rc->lru; n = prev) {
+  for (n = rc->lru.prev;
+       (rc->bytes > rc->max_bytes || rc->entries > rc->max_entries) && n != &rc->lru; n = prev) {
     prev = n->prev;
     rmx__rc_entry_t *old = rmx_container_of(n, rmx__rc_entry_t, link);
     if (old->refs == 0)

@@ -139,6 +139,24 @@ static int check_range(rmx_conn_t *c, const rmx_rkey_t *rk, uint64_t offset, uin
   return 0;
 }
 
+/* An op with its one-sided state, aimed at raddr. */
+static rmx__op_t *rma_op(rmx_conn_t *c, rmx__op_kind_t opkind, rmx_tp_ev_type_t kind,
+                         uint64_t raddr, uint64_t rkey)
+{
+  rmx__op_t *op = rmx__op_get(c->ctx, c, opkind);
+  rmx__rma_t *r = op ? rma_get(c->ctx) : NULL;
+  if (!r) {
+    if (op)
+      rmx__op_put(op);
+    return NULL;
+  }
+  op->rma = r;
+  r->kind = (uint8_t)kind;
+  r->raddr = raddr;
+  r->rkey = rkey;
+  return op;
+}
+
 static int rma_start(rmx_conn_t *c, rmx_tp_ev_type_t kind, const rmx_iov_t *iov, int n,
                      rmx_rkey_t *rk, uint64_t offset, const uint32_t *imm, rmx_op_cb cb,
                      void *arg)
@@ -155,17 +173,10 @@ static int rma_start(rmx_conn_t *c, rmx_tp_ev_type_t kind, const rmx_iov_t *iov,
   if ((rc = check_range(c, rk, offset, total,
                         kind == RMX_TP_EV_READ ? RMX_MEM_REMOTE_READ : RMX_MEM_REMOTE_WRITE)))
     return rc;
-  rmx__op_t *op = rmx__op_get(c->ctx, c, imm ? RMX_OP_RMA_IMM : RMX_OP_RMA);
-  rmx__rma_t *r = op ? rma_get(c->ctx) : NULL;
-  if (!r) {
-    if (op)
-      rmx__op_put(op);
+  rmx__op_t *op = rma_op(c, imm ? RMX_OP_RMA_IMM : RMX_OP_RMA, kind, rk->base + offset, rk->key);
+  if (!op)
     return RMX_ENOMEM;
-  }
-  op->rma = r;
-  r->kind = (uint8_t)kind;
-  r->raddr = rk->base + offset;
-  r->rkey = rk->key;
+  rmx__rma_t *r = op->rma;
   memcpy(r->iov, iov, sizeof(*iov) * (size_t)n);
   unsigned acc = kind == RMX_TP_EV_READ ? RMX_TP_ACC_LOCAL : 0;
   for (int i = 0; i < n; i++) {
@@ -221,18 +232,11 @@ static int atomic_start(rmx_conn_t *c, rmx_rkey_t *rk, uint64_t offset, rmx_tp_a
     return RMX_EINVAL;
   if (!(c->ops->caps(c->tc) & RMX_TP_CAP_ATOMIC))
     return RMX_ENOTSUP;
-  rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_RMA);
-  rmx__rma_t *r = op ? rma_get(c->ctx) : NULL;
-  if (!r) {
-    if (op)
-      rmx__op_put(op);
+  rmx__op_t *op = rma_op(c, RMX_OP_RMA, RMX_TP_EV_ATOMIC, rk->base + offset, rk->key);
+  if (!op)
     return RMX_ENOMEM;
-  }
-  op->rma = r;
-  r->kind = RMX_TP_EV_ATOMIC;
+  rmx__rma_t *r = op->rma;
   r->akind = kind;
-  r->raddr = rk->base + offset;
-  r->rkey = rk->key;
   r->cmp_add = cmp_add;
   r->swap = swap;
   r->old = old;

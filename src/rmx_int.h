@@ -98,6 +98,7 @@ typedef struct rmx__rc_entry {
 typedef struct rmx__regcache {
   rmx_list_t lru;
   size_t bytes, max_bytes;
+  uint32_t entries, max_entries; /* lookups scan the list: keep it short */
   int enabled;
   struct rmx__rc_pending *pending; /* invalidations from other threads */
   int registered;                  /* in the process-wide list */

@@ -334,6 +334,21 @@ static rd_t *pend_new(rmx_tp_conn_t *tc, uint8_t kind, void *op)
   return rd;
 }
 
+/* A request that will be answered: its pending entry and its write. */
+static int pend_begin(rmx_tp_conn_t *tc, uint8_t kind, void *op, rd_t **rd, wreq_t **w)
+{
+  if (tc->dead || tc->closing || tc->state != TC_UP)
+    return RMX_ENOTCONN;
+  *rd = pend_new(tc, kind, op);
+  *w = *rd ? wreq_get(tc, W_CTRL, NULL) : NULL;
+  if (!*w) {
+    if (*rd)
+      rmx_list_push(&tc->tp->free_rd, &(*rd)->link);
+    return RMX_ENOMEM;
+  }
+  return 0;
+}
+
 static int pend_post(rmx_tp_conn_t *tc, rd_t *rd, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
   int rc = write_bufs(tc, w, bufs, n);
@@ -345,27 +360,17 @@ static int pend_post(rmx_tp_conn_t *tc, rd_t *rd, wreq_t *w, uv_buf_t *bufs, uns
   return 0;
 }
 
-static int tc_ready(rmx_tp_conn_t *tc)
-{
-  return !tc->dead && !tc->closing && tc->state == TC_UP ? 0 : RMX_ENOTCONN;
-}
-
 static int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
                     uint64_t raddr, uint64_t rkey, void *op)
 {
+  rd_t *rd;
+  wreq_t *w;
   int rc;
   (void)dst_mem;
-  if ((rc = tc_ready(tc)) != 0)
-    return rc;
   if (len > TF_MAX_IO)
     return RMX_EMSGSIZE;
-  rd_t *rd = pend_new(tc, TF_RD_REQ, op);
-  wreq_t *w = rd ? wreq_get(tc, W_CTRL, NULL) : NULL;
-  if (!w) {
-    if (rd)
-      rmx_list_push(&tc->tp->free_rd, &rd->link);
-    return RMX_ENOMEM;
-  }
+  if ((rc = pend_begin(tc, TF_RD_REQ, op, &rd, &w)) != 0)
+    return rc;
   rd->dst = dst;
   rd->len = len;
   tf_hdr(w->hdr, TF_RDREQ_LEN, TF_RD_REQ);
@@ -381,19 +386,14 @@ static int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_
 static int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
                      uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
 {
+  rd_t *rd;
+  wreq_t *w;
   int rc;
   (void)src_mem;
-  if ((rc = tc_ready(tc)) != 0)
-    return rc;
   if (len > TF_MAX_IO)
     return RMX_EMSGSIZE;
-  rd_t *rd = pend_new(tc, TF_WR_REQ, op);
-  wreq_t *w = rd ? wreq_get(tc, W_CTRL, NULL) : NULL;
-  if (!w) {
-    if (rd)
-      rmx_list_push(&tc->tp->free_rd, &rd->link);
-    return RMX_ENOMEM;
-  }
+  if ((rc = pend_begin(tc, TF_WR_REQ, op, &rd, &w)) != 0)
+    return rc;
   tf_hdr(w->hdr, (uint32_t)(TF_WRREQ_SUB + len), TF_WR_REQ);
   uint8_t *b = w->hdr + TF_HDR;
   rmx_put64(b, rd->id);
@@ -410,16 +410,11 @@ static int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_
 static int tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
                       uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
 {
+  rd_t *rd;
+  wreq_t *w;
   int rc;
-  if ((rc = tc_ready(tc)) != 0)
+  if ((rc = pend_begin(tc, TF_AT_REQ, op, &rd, &w)) != 0)
     return rc;
-  rd_t *rd = pend_new(tc, TF_AT_REQ, op);
-  wreq_t *w = rd ? wreq_get(tc, W_CTRL, NULL) : NULL;
-  if (!w) {
-    if (rd)
-      rmx_list_push(&tc->tp->free_rd, &rd->link);
-    return RMX_ENOMEM;
-  }
   rd->old = old;
   tf_hdr(w->hdr, TF_ATREQ_LEN, TF_AT_REQ);
   uint8_t *b = w->hdr + TF_HDR;

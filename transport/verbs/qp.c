@@ -76,13 +76,13 @@ int vb_qp_create(struct rmx_tp_conn *tc)
   tc->rx = calloc(rq, sizeof(*tc->rx));
   if (!tc->rx_mem || !tc->slots || !tc->rx) {
     rc = RMX_ENOMEM;
-    goto err_free;
+    goto err;
   }
   tc->bounce = tc->rx_mem + (size_t)rq * tc->rx_size;
   tc->rx_mr = ibv_reg_mr(dev->pd, tc->rx_mem, bytes, IBV_ACCESS_LOCAL_WRITE);
   if (!tc->rx_mr) {
     rc = vb_reg_err(tp, bytes, errno);
-    goto err_free;
+    goto err;
   }
   for (uint32_t i = 0; i < sq; i++)
     tc->slots[i].tc = tc;
@@ -103,9 +103,10 @@ int vb_qp_create(struct rmx_tp_conn *tc)
     rc = vb_err_from_errno(errno);
     RMX_LOG(tp->ctx, ERROR, "rdma: cannot create a queue pair on %s: %s", dev->name,
             rmx_strerror(rc));
-    goto err_mr;
+    goto err;
   }
   tc->qp = tc->id->qp;
+  dev->cq_used += need;
   tc->max_inline = qa.cap.max_inline_data;
   tc->max_msg = 1u << 30;
   if (ibv_query_port(dev->verbs, tc->id->port_num, &pattr) == 0 && pattr.max_msg_sz)
@@ -115,27 +116,15 @@ int vb_qp_create(struct rmx_tp_conn *tc)
     rx_init(tc, i);
   if ((rc = ibv_post_recv(tc->qp, &tc->rx[0].wr, &bad)) != 0) {
     rc = vb_err_from_errno(rc);
-    goto err_qp;
+    goto err;
   }
   tc->rx_posted = rq;
-  dev->cq_used += need;
   tc->drain_slot.tc = tc;
   tc->drain_slot.kind = SLOT_DRAIN;
   return 0;
 
-err_qp:
-  rdma_destroy_qp(tc->id);
-  tc->qp = NULL;
-err_mr:
-  ibv_dereg_mr(tc->rx_mr);
-  tc->rx_mr = NULL;
-err_free:
-  free(tc->rx_mem);
-  free(tc->slots);
-  free(tc->rx);
-  tc->rx_mem = NULL;
-  tc->slots = NULL;
-  tc->rx = NULL;
+err:
+  vb_qp_destroy(tc);
   return rc;
 }
 

@@ -11,6 +11,7 @@
  */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,44 @@ void vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
 }
 
 /* ---- devices ---- */
+
+/*
+ * A device's async events come on one fd that belongs to its ibv_context,
+ * which librdmacm shares across the process. One reader per device: the
+ * first context to open it. (Two would steal each other's events, and one
+ * loop cannot poll an fd twice.) Other contexts see the same failures
+ * through their own completion errors and rdma_cm events.
+ */
+static pthread_mutex_t g_async_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ibv_context *g_async_watched[32];
+
+static int async_claim(struct ibv_context *v)
+{
+  int got = 0, free_slot = -1;
+  pthread_mutex_lock(&g_async_lock);
+  for (int i = 0; i < 32; i++) {
+    if (g_async_watched[i] == v)
+      goto out;
+    if (!g_async_watched[i] && free_slot < 0)
+      free_slot = i;
+  }
+  if (free_slot >= 0) {
+    g_async_watched[free_slot] = v;
+    got = 1;
+  }
+out:
+  pthread_mutex_unlock(&g_async_lock);
+  return got;
+}
+
+static void async_release(struct ibv_context *v)
+{
+  pthread_mutex_lock(&g_async_lock);
+  for (int i = 0; i < 32; i++)
+    if (g_async_watched[i] == v)
+      g_async_watched[i] = NULL;
+  pthread_mutex_unlock(&g_async_lock);
+}
 
 static void guid_str(struct ibv_context *v, char *buf, size_t len)
 {
@@ -203,15 +242,19 @@ int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
     goto err;
   dev->cq_size = dev->cq->cqe;
   uv_poll_init(tp->loop, &dev->chan_poll, dev->chan->fd);
-  uv_poll_init(tp->loop, &dev->async_poll, verbs->async_fd);
-  dev->chan_poll.data = dev->async_poll.data = dev;
-  dev->handles = 2;
-  tp->handles += 2;
+  dev->chan_poll.data = dev;
+  dev->handles = 1;
   if (!tp->polling)
     uv_poll_start(&dev->chan_poll, UV_READABLE, chan_cb);
-  uv_poll_start(&dev->async_poll, UV_READABLE, async_cb);
   uv_unref((uv_handle_t *)&dev->chan_poll);
-  uv_unref((uv_handle_t *)&dev->async_poll);
+  if ((dev->watch_async = async_claim(verbs)) != 0) {
+    uv_poll_init(tp->loop, &dev->async_poll, verbs->async_fd);
+    dev->async_poll.data = dev;
+    dev->handles++;
+    uv_poll_start(&dev->async_poll, UV_READABLE, async_cb);
+    uv_unref((uv_handle_t *)&dev->async_poll);
+  }
+  tp->handles += dev->handles;
   rmx_list_push(&tp->devs, &dev->link);
   tp->dev = dev;
   *out = dev;
@@ -401,7 +444,10 @@ static void vb_fini(rmx_tp_t *tp)
   rmx_list_foreach(n, &tp->devs) {
     vb_dev_t *dev = rmx_container_of(n, vb_dev_t, link);
     uv_close((uv_handle_t *)&dev->chan_poll, dev_handle_closed);
-    uv_close((uv_handle_t *)&dev->async_poll, dev_handle_closed);
+    if (dev->watch_async) {
+      uv_close((uv_handle_t *)&dev->async_poll, dev_handle_closed);
+      async_release(dev->verbs);
+    }
   }
 }
 

@@ -29,6 +29,7 @@ typedef struct vb_dev {
   unsigned unacked;
   uv_poll_t chan_poll;
   uv_poll_t async_poll;
+  int watch_async;  /* this context reads the device's async events */
   int handles;
   struct ibv_device_attr attr;
   char name[64];
