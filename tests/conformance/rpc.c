@@ -172,8 +172,11 @@ static int setup(void **state)
   return setup_world(c);
 }
 
+static void limits_cleanup(void);
+
 static int teardown(void **state)
 {
+  limits_cleanup();
   while (nheld)
     release_held();
   if (!cl.closed) {
@@ -245,13 +248,29 @@ static void thousand_in_flight(void **state)
   }
 }
 
+/* The limits test's own contexts, for teardown to end if it fails midway. */
+static rmx_ctx_t *cctx, *sctx;
+static server_t lim_s;
+static client_t lim_c;
+
+static void limits_cleanup(void)
+{
+  if (!cctx)
+    return;
+  while (nheld)
+    release_held();
+  if (!lim_c.closed)
+    assert_int_equal(rmx_conn_close(lim_c.c, cl_closed, &lim_c), 0), run_until(ctx, &lim_c.closed, 1);
+  server_stop(sctx, &lim_s);
+  ctx_done(cctx);
+  ctx_done(sctx);
+  cctx = sctx = NULL;
+}
+
 static void limits_on_both_sides(void **state)
 {
   /* a client limited to 10 calls; a server that serves 8 at a time */
   rmx_config_t cfg;
-  rmx_ctx_t *cctx, *sctx;
-  server_t s;
-  client_t c;
   static call_t k[300];
   assert_int_equal(rmx_config_init(&cfg), 0);
   cfg.rpc_max_inflight = 8;
@@ -259,12 +278,12 @@ static void limits_on_both_sides(void **state)
   register_all(sctx);
   cfg.rpc_max_inflight = 10;
   assert_int_equal(rmx_ctx_create(&cctx, rmx_ctx_loop(ctx), &cfg), 0);
-  server_start(sctx, &s, 0);
-  client_connect(cctx, &c, s.uri);
-  run_until(ctx, &c.connected, 1);
+  server_start(sctx, &lim_s, 0);
+  client_connect(cctx, &lim_c, lim_s.uri);
+  run_until(ctx, &lim_c.connected, 1);
   for (int i = 0; i < 10; i++)
-    assert_int_equal(rmx_rpc_call(c.c, H_SLOW, "x", 1, 0, on_reply, &k[i], NULL), 0);
-  assert_int_equal(rmx_rpc_call(c.c, H_SLOW, "x", 1, 0, on_reply, &k[10], NULL), RMX_EAGAIN);
+    assert_int_equal(rmx_rpc_call(lim_c.c, H_SLOW, "x", 1, 0, on_reply, &k[i], NULL), 0);
+  assert_int_equal(rmx_rpc_call(lim_c.c, H_SLOW, "x", 1, 0, on_reply, &k[10], NULL), RMX_EAGAIN);
   for (int i = 0; i < 50; i++)
     uv_run(rmx_ctx_loop(ctx), UV_RUN_NOWAIT);
   run_until(ctx, &nheld, 8);
@@ -276,10 +295,7 @@ static void limits_on_both_sides(void **state)
   run_until(ctx, &calls_done, 10);
   assert_int_equal(calls_failed, 0);
   assert_true(max_held <= 8);
-  client_close(cctx, &c);
-  server_stop(sctx, &s);
-  ctx_done(cctx);
-  ctx_done(sctx);
+  limits_cleanup();
 }
 
 static void timeout_then_late_reply_dropped(void **state)
