@@ -400,9 +400,12 @@ static void cache_reuses_and_follows_unmaps(void **state)
   for (int i = 0; i < 10; i++)
     send_and_check(buf, LEN, (uint8_t)(i + 1));
   rmx_ctx_stats(W.ctx, &st);
-  if (strcmp(scheme, "rdma") == 0) { /* registered once, reused nine times */
+  if (strcmp(scheme, "rdma") == 0) {
+    /* The sending buffer is registered once and reused nine times. (The
+     * receiver's buffers are new allocations; they hit too with glibc's
+     * malloc, but not under ASan, whose allocator never reuses at once.) */
     assert_true(st.reg_cache_hits - st0.reg_cache_hits >= 9);
-    assert_true(st.reg_cache_misses - st0.reg_cache_misses <= 2);
+    assert_true(st.reg_cache_misses - st0.reg_cache_misses <= 11);
   }
   /* free and allocate again: the same address, new contents */
   free(buf);

@@ -491,13 +491,13 @@ static void close_with_calls_outstanding(void **state)
     assert_int_equal(rmx_rpc_call(cl.c, H_SLOW, "x", 1, 0, on_reply, &k[i], NULL), 0);
   assert_int_equal(rmx_conn_close(cl.c, cl_closed, &cl), 0);
   assert_int_equal(calls_done, 0);
-  run_until(ctx, &cl.closed, 1);
+  assert_int_equal(rmx_rpc_call(cl.c, H_ECHO, "x", 1, 0, on_reply, &k[0], NULL), RMX_ENOTCONN);
+  run_until(ctx, &cl.closed, 1); /* the handle is gone after this */
   assert_int_equal(calls_done, 20); /* every call ended before on_closed */
   for (int i = 0; i < 20; i++) {
     assert_int_equal(k[i].done, 1);
     assert_int_equal(k[i].status, RMX_ECANCELED);
   }
-  assert_int_equal(rmx_rpc_call(cl.c, H_ECHO, "x", 1, 0, on_reply, &k[0], NULL), RMX_ENOTCONN);
 }
 
 /* ---- a server that dies inside a call ---- */
