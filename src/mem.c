@@ -151,8 +151,9 @@ int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_m
     if ((uint8_t *)addr < given->addr || len > given->len ||
         (size_t)((uint8_t *)addr - given->addr) > given->len - len)
       return RMX_EINVAL; /* the buffer is not inside the registration */
-    if (!given->reg[c->tpi] && reg_missing(given) != 0)
-      return RMX_ENOMEM;
+    int rc;
+    if (!given->reg[c->tpi] && (rc = reg_missing(given)) != 0)
+      return rc;
     *mem = given->reg[c->tpi];
     return 0;
   }

@@ -41,7 +41,8 @@ void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer)
   c->max_msg = peer->max_msg < cfg->max_msg_size ? peer->max_msg : cfg->max_msg_size;
 }
 
-static int op_status(rmx_conn_t *c, int status)
+/* The status a user's operation reports for what the transport said. */
+int rmx__op_status(rmx_conn_t *c, int status)
 {
   if (status == 0)
     return 0;
@@ -55,6 +56,29 @@ static int op_status(rmx_conn_t *c, int status)
 }
 
 /* Complete a user send exactly once and release what it held. */
+/* Register a rendezvous source or destination for op: through the cache
+ * where registration is costly (verbs), else directly, and only when the
+ * peer must reach the memory. */
+static int op_reg(rmx_conn_t *c, rmx__op_t *op, const void *addr, size_t len, unsigned access)
+{
+  int rc = 0;
+  if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
+    if ((rc = rmx__regcache_get(c->ctx, c->tpi, addr, len, access, &op->cached)) == 0)
+      op->mem = op->cached->mem;
+  } else if (access & ~RMX_TP_ACC_LOCAL) {
+    rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)addr, len, access, &op->mem);
+  }
+  return rc;
+}
+
+static void op_unreg(rmx_conn_t *c, rmx__op_t *op)
+{
+  if (op->cached)
+    rmx__regcache_put(c->ctx, op->cached);
+  else if (op->mem)
+    c->ops->mem_dereg(op->mem);
+}
+
 static void user_done(rmx__op_t *op, int status)
 {
   rmx_conn_t *c = op->conn;
@@ -62,10 +86,7 @@ static void user_done(rmx__op_t *op, int status)
     rmx__rma_fail(op, status);
     return;
   }
-  if (op->cached)
-    rmx__regcache_put(c->ctx, op->cached);
-  else if (op->mem)
-    c->ops->mem_dereg(op->mem);
+  op_unreg(c, op);
   if (op->buf)
     rmx__buf_free(c->ctx, op->buf);
   if (status == 0) {
@@ -108,6 +129,7 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   }
   if (op->kind == RMX_OP_EAGER) {
     uint8_t *hdr = FRAME_HDR(op->buf, EXT_LEN(op));
+    sge.mem = NULL;
     if ((c->ops->flags & RMX_TP_F_LOCAL_REG) &&
         (rc = rmx__buf_mem(c->ctx, op->buf, c->tpi, &sge.mem)) != 0)
       return rc;
@@ -115,8 +137,6 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
     rmx_wire_set_credits(hdr, returned);
     sge.addr = hdr;
     sge.len = RMX_WIRE_HDR_LEN + EXT_LEN(op) + op->len;
-    if (!(c->ops->flags & RMX_TP_F_LOCAL_REG))
-      sge.mem = NULL;
   } else {
     if (op->ctrl != RMX_FR_BYE) {
       returned = take_owed(c);
@@ -280,15 +300,7 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
     op = rmx__op_get(c->ctx, c, RMX_OP_RNDV);
     if (!op)
       return RMX_ENOMEM;
-    if (c->ops->flags & RMX_TP_F_LOCAL_REG) { /* costly: reuse through the cache */
-      rc = rmx__regcache_get(c->ctx, c->tpi, data, len, RMX_TP_ACC_REMOTE_READ, &op->cached);
-      if (rc == 0)
-        op->mem = op->cached->mem;
-    } else {
-      rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)data, len,
-                           RMX_TP_ACC_REMOTE_READ, &op->mem);
-    }
-    if (rc) {
+    if ((rc = op_reg(c, op, data, len, RMX_TP_ACC_REMOTE_READ)) != 0) {
       rmx__op_put(op);
       return rc;
     }
@@ -332,14 +344,14 @@ static void start_reads(rmx_conn_t *c);
 
 static void rndv_done(rmx__op_t *op)
 {
-  user_done(op, op_status(op->conn, op->status));
+  user_done(op, rmx__op_status(op->conn, op->status));
 }
 
 void rmx__msg_send_done(rmx_conn_t *c, rmx__op_t *op, int status)
 {
   switch (op->kind) {
   case RMX_OP_EAGER:
-    user_done(op, op_status(c, status));
+    user_done(op, rmx__op_status(c, status));
     break;
   case RMX_OP_RNDV:
     op->sent = 1;
@@ -396,13 +408,28 @@ static void deliver_imm(rmx_conn_t *c, uint32_t imm, size_t len)
     RMX_LOG(c->ctx, DEBUG, "connection %p: immediate %u dropped: no on_imm", (void *)c, imm);
 }
 
+/* Hand one inbound item to its consumer. Its receive credit goes back now,
+ * except for an RPC request that must wait for a handler slot (the RPC
+ * layer returns it then). */
+static void deliver_item(rmx_conn_t *c, int is_imm, uint32_t imm, uint8_t rpc_flag,
+                         const rmx_wire_rpc_t *rpcx, const void *data, size_t len)
+{
+  if (rpc_flag) {
+    if (!rmx__rpc_deliver(c, rpc_flag, rpcx, data, len))
+      rmx__msg_credit_back(c);
+    return;
+  }
+  rmx__msg_credit_back(c);
+  if (is_imm)
+    deliver_imm(c, imm, len);
+  else
+    deliver(c, data, len);
+}
+
 static void rx_free(rmx__op_t *op)
 {
   rmx_conn_t *c = op->conn;
-  if (op->cached)
-    rmx__regcache_put(c->ctx, op->cached);
-  else if (op->mem)
-    c->ops->mem_dereg(op->mem);
+  op_unreg(c, op);
   if (op->buf)
     rmx__buf_free(c->ctx, op->buf);
   free(op->heap);
@@ -418,16 +445,7 @@ static void deliver_ready(rmx_conn_t *c)
     if (!op->ready)
       break;
     rmx_list_del(n);
-    if (op->is_imm) {
-      rmx__msg_credit_back(c);
-      deliver_imm(c, op->imm, op->len);
-    } else if (op->rpc_flag) {
-      if (!rmx__rpc_deliver(c, op->rpc_flag, &op->rpcx, op->data, op->len))
-        rmx__msg_credit_back(c);
-    } else {
-      rmx__msg_credit_back(c);
-      deliver(c, op->data, op->len);
-    }
+    deliver_item(c, op->is_imm, op->imm, op->rpc_flag, &op->rpcx, op->data, op->len);
     rx_free(op);
   }
 }
@@ -448,14 +466,9 @@ static void start_reads(rmx_conn_t *c)
       return;
     }
     op->data = op->heap;
-    if ((c->ops->flags & RMX_TP_F_LOCAL_REG) && !op->mem) {
-      rc = rmx__regcache_get(c->ctx, c->tpi, op->heap, op->len, RMX_TP_ACC_LOCAL, &op->cached);
-      if (rc == 0)
-        op->mem = op->cached->mem;
-      if (rc) {
-        rmx__conn_down(c, rc);
-        return;
-      }
+    if (!op->mem && (rc = op_reg(c, op, op->heap, op->len, RMX_TP_ACC_LOCAL)) != 0) {
+      rmx__conn_down(c, rc);
+      return;
     }
     rc = c->ops->read(c->tc, op->heap, op->len, op->mem, op->rts.addr, op->rts.rkey, op);
     if (rc == RMX_EAGAIN)
@@ -565,12 +578,7 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
   switch (f.type) {
   case RMX_FR_DATA:
     if (rmx_list_empty(&c->rxq)) {
-      if (!f.flags) {
-        rmx__msg_credit_back(c);
-        deliver(c, f.payload, f.payload_len);
-      } else if (!rmx__rpc_deliver(c, f.flags, &f.rpc, f.payload, f.payload_len)) {
-        rmx__msg_credit_back(c);
-      }
+      deliver_item(c, 0, 0, f.flags, &f.rpc, f.payload, f.payload_len);
     } else if (hold(c, &f) != 0) {
       rmx__conn_down(c, RMX_ENOMEM);
       return;
@@ -619,8 +627,7 @@ void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len)
     return;
   }
   if (rmx_list_empty(&c->rxq)) {
-    rmx__msg_credit_back(c);
-    deliver_imm(c, imm, len);
+    deliver_item(c, 1, imm, 0, NULL, NULL, len);
   } else {
     rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_RX);
     if (!op) {

@@ -111,17 +111,17 @@ void rmx__rma_event(rmx_conn_t *c, rmx__op_t *op, int status)
   if (status && !op->status)
     op->status = status;
   if (r->all_posted && r->done == r->posted)
-    rma_complete(op, op->status ? (c->user_closed ? RMX_ECANCELED
-                                   : op->status == RMX_ECANCELED && c->err ? c->err
-                                   : op->status)
-                                : 0);
+    rma_complete(op, rmx__op_status(c, op->status));
   /* A slot freed: what waited for send-queue room may go now. */
   if (c->state == RMX_CS_ESTABLISHED)
     rmx__msg_progress(c);
 }
 
 /* The connection is gone and the transport has reported every posted part. */
-void rmx__rma_fail(rmx__op_t *op, int status) { rma_complete(op, op->status ? op->status : status); }
+void rmx__rma_fail(rmx__op_t *op, int status)
+{
+  rma_complete(op, rmx__op_status(op->conn, op->status ? op->status : status));
+}
 
 /* ---- the calls ---- */
 

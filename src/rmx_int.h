@@ -290,6 +290,7 @@ void rmx__msg_progress(rmx_conn_t *c);
 int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, uint8_t rpc_flag,
                   const rmx_wire_rpc_t *rpc, rmx_send_cb cb, void *arg, int *rndv);
 void rmx__msg_credit_back(rmx_conn_t *c);
+int rmx__op_status(rmx_conn_t *c, int status);
 int rmx__rpc_deliver(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const void *data,
                      size_t len);
 void rmx__rpc_resume(rmx_conn_t *c);

@@ -128,6 +128,14 @@ struct rmx_tp_conn {
 
 static void tp_unlive(rmx_tp_t *tp);
 
+/* The event that answers a pending request of this kind. */
+static rmx_tp_ev_type_t pend_ev(const rd_t *rd)
+{
+  return rd->kind == TF_RD_REQ   ? RMX_TP_EV_READ
+         : rd->kind == TF_WR_REQ ? RMX_TP_EV_WRITE
+                                 : RMX_TP_EV_ATOMIC;
+}
+
 /* ---- small helpers ---- */
 
 static void raise_ev(rmx_tp_conn_t *tc, rmx_tp_ev_type_t t, int status, void *op,
@@ -166,11 +174,8 @@ static void tc_free(rmx_tp_conn_t *tc)
   /* Reads still owed an answer complete now, before CLOSED. */
   while ((n = rmx_list_pop(&tc->rd_pending)) != NULL) {
     rd_t *rd = rmx_container_of(n, rd_t, link);
-    rmx_tp_ev_type_t t = rd->kind == TF_RD_REQ   ? RMX_TP_EV_READ
-                         : rd->kind == TF_WR_REQ ? RMX_TP_EV_WRITE
-                                                 : RMX_TP_EV_ATOMIC;
     if (tc->owner)
-      raise_ev(tc, t, RMX_ECANCELED, rd->op, NULL, 0);
+      raise_ev(tc, pend_ev(rd), RMX_ECANCELED, rd->op, NULL, 0);
     rmx_list_push(&tp->free_rd, &rd->link);
   }
   if (tc->owner)
@@ -434,9 +439,7 @@ static unsigned tcp_caps(rmx_tp_conn_t *tc) { return RMX_TP_CAP_ATOMIC; }
 
 static void pend_done(rmx_tp_conn_t *tc, rd_t *rd, int status)
 {
-  rmx_tp_ev_type_t t = rd->kind == TF_RD_REQ   ? RMX_TP_EV_READ
-                       : rd->kind == TF_WR_REQ ? RMX_TP_EV_WRITE
-                                               : RMX_TP_EV_ATOMIC;
+  rmx_tp_ev_type_t t = pend_ev(rd);
   void *op = rd->op;
   rmx_list_del(&rd->link);
   rmx_list_push(&tc->tp->free_rd, &rd->link);
