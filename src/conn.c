@@ -53,6 +53,7 @@ void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
     .rx_depth = ctx->cfg.rx_depth,
     .max_msg = ctx->cfg.max_msg_size,
     .rndv_depth = ctx->cfg.rndv_depth,
+    .rma_window = ctx->cfg.rma_window,
   };
   rmx_wire_hello_encode(&h, out);
 }
@@ -72,9 +73,15 @@ static int hello_check(rmx_ctx_t *ctx, const char *who, const void *data, size_t
     return rc;
   }
   if (h->eager_size < 256 || h->eager_size > (1u << 20) || h->rx_depth < 4 ||
-      h->rx_depth > 16384) {
-    RMX_LOG(ctx, ERROR, "%s announced impossible limits (eager %u B, depth %u): refused", who,
-            h->eager_size, h->rx_depth);
+      h->rx_depth > 16384 || h->max_msg == 0 || h->rma_window == 0 || h->rma_window > 4096) {
+    RMX_LOG(ctx, ERROR, "%s announced impossible limits (eager %u B, depth %u, largest message "
+            "%llu B, remote window %u): refused", who, h->eager_size, h->rx_depth,
+            (unsigned long long)h->max_msg, h->rma_window);
+    return RMX_EPROTO;
+  }
+  if (h->flags != 0) {
+    RMX_LOG(ctx, ERROR, "%s set handshake flags 0x%x that this version does not know: refused",
+            who, h->flags);
     return RMX_EPROTO;
   }
   return 0;

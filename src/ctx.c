@@ -63,6 +63,7 @@ static int env_word(const char *name, const char *const *words, int n, int *out)
 #define RMX_DEPTH_MIN 4u
 #define RMX_DEPTH_MAX 16384u
 #define RMX_MSG_MAX (1ull << 40)
+#define RMX_RMA_WINDOW_MAX 4096u
 
 int rmx_config_init(rmx_config_t *cfg)
 {
@@ -80,14 +81,22 @@ int rmx_config_init(rmx_config_t *cfg)
   cfg->connect_timeout_ms = 10000;
   cfg->rpc_max_inflight = 1024;
   cfg->rnr_retry = 7;
+  cfg->close_timeout_ms = 5000;
+  cfg->max_conns = 1024;
+  cfg->max_handshakes = 128;
+  cfg->rma_window = 64;
 
   rc |= env_u32("RMX_EAGER_SIZE", RMX_EAGER_MIN, RMX_EAGER_MAX, &cfg->eager_size);
   rc |= env_u32("RMX_RX_DEPTH", RMX_DEPTH_MIN, RMX_DEPTH_MAX, &cfg->rx_depth);
-  rc |= env_u64("RMX_MAX_MSG_SIZE", 0, RMX_MSG_MAX, &cfg->max_msg_size);
+  rc |= env_u64("RMX_MAX_MSG_SIZE", 1, RMX_MSG_MAX, &cfg->max_msg_size);
   rc |= env_u32("RMX_RNDV_DEPTH", 1, 1024, &cfg->rndv_depth);
   rc |= env_u32("RMX_CONNECT_TIMEOUT_MS", 1, 3600000, &cfg->connect_timeout_ms);
   rc |= env_u32("RMX_RPC_MAX", 1, 1u << 20, &cfg->rpc_max_inflight);
   rc |= env_u32("RMX_RNR_RETRY", 0, 7, &cfg->rnr_retry);
+  rc |= env_u32("RMX_CLOSE_TIMEOUT_MS", 1, 3600000, &cfg->close_timeout_ms);
+  rc |= env_u32("RMX_MAX_CONNS", 1, 1u << 20, &cfg->max_conns);
+  rc |= env_u32("RMX_MAX_HANDSHAKES", 1, 1u << 16, &cfg->max_handshakes);
+  rc |= env_u32("RMX_RMA_WINDOW", 1, RMX_RMA_WINDOW_MAX, &cfg->rma_window);
   rc |= env_word("RMX_LOG", levels, 6, &lvl);
   rc |= env_word("RMX_PROGRESS", modes, 2, &mode);
   const char *dev = getenv("RMX_DEVICE");
@@ -106,6 +115,9 @@ static int config_check(const rmx_config_t *c)
     return RMX_EINVAL;
   if (c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 || c->connect_timeout_ms == 0 ||
       c->rpc_max_inflight == 0 || c->rnr_retry > 7)
+    return RMX_EINVAL;
+  if (c->max_msg_size == 0 || c->close_timeout_ms == 0 || c->max_conns == 0 ||
+      c->max_handshakes == 0 || c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX)
     return RMX_EINVAL;
   if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_POLL)
     return RMX_EINVAL;

@@ -35,3 +35,16 @@ const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len)
   }
   return buf;
 }
+
+int rmx__ratelimit(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, uint32_t *held)
+{
+  uint64_t now = uv_now(rmx__ctx_uv(ctx));
+  if (now < rl->next_ms) {
+    rl->held++;
+    return 0;
+  }
+  *held = rl->held;
+  rl->held = 0;
+  rl->next_ms = now + 1000;
+  return 1;
+}

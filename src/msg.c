@@ -39,6 +39,7 @@ void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer)
   c->credits = peer->rx_depth;
   c->eager_max = frame - RMX_WIRE_HDR_LEN;
   c->max_msg = peer->max_msg < cfg->max_msg_size ? peer->max_msg : cfg->max_msg_size;
+  c->rma_window = peer->rma_window;
 }
 
 /* The status a user's operation reports for what the transport said. */
@@ -55,18 +56,22 @@ int rmx__op_status(rmx_conn_t *c, int status)
   return status;
 }
 
-/* Complete a user send exactly once and release what it held. */
-/* Register a rendezvous source or destination for op: through the cache
- * where registration is costly (verbs), else directly, and only when the
- * peer must reach the memory. */
+/*
+ * Register a rendezvous source or destination for op. Memory a peer may
+ * reach (a source it reads) is registered for this operation and this
+ * connection alone, and released when the operation ends: never cached,
+ * so it is not left reachable afterwards (docs/security.md). Local-only
+ * destinations go through the cache where registration is costly (verbs).
+ */
 static int op_reg(rmx_conn_t *c, rmx__op_t *op, const void *addr, size_t len, unsigned access)
 {
   int rc = 0;
-  if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
+  if (access & ~RMX_TP_ACC_LOCAL) {
+    rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)addr, len, access, c->tc,
+                         &op->mem);
+  } else if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
     if ((rc = rmx__regcache_get(c->ctx, c->tpi, addr, len, access, &op->cached)) == 0)
       op->mem = op->cached->mem;
-  } else if (access & ~RMX_TP_ACC_LOCAL) {
-    rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)addr, len, access, &op->mem);
   }
   return rc;
 }
@@ -79,6 +84,7 @@ static void op_unreg(rmx_conn_t *c, rmx__op_t *op)
     c->ops->mem_dereg(op->mem);
 }
 
+/* Complete a user send exactly once and release what it held. */
 static void user_done(rmx__op_t *op, int status)
 {
   rmx_conn_t *c = op->conn;
@@ -163,6 +169,8 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   return 0;
 }
 
+static void start_reads(rmx_conn_t *c);
+
 /* Send what credits allow: control frames first, then user messages. */
 void rmx__msg_progress(rmx_conn_t *c)
 {
@@ -212,6 +220,10 @@ void rmx__msg_progress(rmx_conn_t *c)
   if (!rmx_list_empty(&c->sendq) && !c->stalled) {
     c->stalled = 1;
     c->st.credit_stalls++;
+  }
+  if (c->reads_blocked && c->rndv_reads < c->ctx->cfg.rndv_depth) {
+    c->reads_blocked = 0;
+    start_reads(c);
   }
 out:
   if (c->tp_state == RMX_TPS_OPEN)
@@ -340,7 +352,6 @@ int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent, v
   return rmx__msg_send(c, rmx_buf_data(b), len, b, 0, NULL, on_sent, arg, NULL);
 }
 
-static void start_reads(rmx_conn_t *c);
 
 static void rndv_done(rmx__op_t *op)
 {
@@ -470,15 +481,20 @@ static void start_reads(rmx_conn_t *c)
       rmx__conn_down(c, rc);
       return;
     }
-    rc = c->ops->read(c->tc, op->heap, op->len, op->mem, op->rts.addr, op->rts.rkey, op);
-    if (rc == RMX_EAGAIN)
-      break; /* the buffer stays; the read is retried after a completion */
+    rc = c->rma_out < c->rma_window
+             ? c->ops->read(c->tc, op->heap, op->len, op->mem, op->rts.addr, op->rts.rkey, op)
+             : RMX_EAGAIN;
+    if (rc == RMX_EAGAIN) {
+      c->reads_blocked = 1; /* the buffer stays; retried after a completion */
+      break;
+    }
     if (rc) {
       rmx__conn_down(c, rc);
       return;
     }
     op->reading = 1;
     c->rndv_reads++;
+    c->rma_out++;
   }
   c->ops->flush(c->tc);
 }

@@ -124,7 +124,7 @@ int rmx__buf_mem(rmx_ctx_t *ctx, rmx_buf_t *b, int tpi, rmx_tp_mem_t **out)
 {
   rmx__slab_t *s = b->slab;
   if (!s->reg[tpi]) {
-    int rc = ctx->tp_ops[tpi]->mem_reg(ctx->tp[tpi], s->mem, s->bytes, RMX_TP_ACC_LOCAL,
+    int rc = ctx->tp_ops[tpi]->mem_reg(ctx->tp[tpi], s->mem, s->bytes, RMX_TP_ACC_LOCAL, NULL,
                                        &s->reg[tpi]);
     if (rc)
       return rc;

@@ -15,6 +15,7 @@ void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
     rmx__msg_send_done(c, ev->op, ev->status);
     break;
   case RMX_TP_EV_READ:
+    c->rma_out--;
     if (((rmx__op_t *)ev->op)->kind == RMX_OP_RX)
       rmx__msg_read_done(c, ev->op, ev->status); /* a rendezvous */
     else
@@ -22,6 +23,7 @@ void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
     break;
   case RMX_TP_EV_WRITE:
   case RMX_TP_EV_ATOMIC:
+    c->rma_out--;
     rmx__rma_event(c, ev->op, ev->status);
     break;
   case RMX_TP_EV_IMM:

@@ -179,13 +179,21 @@ void rmx__regcache_fini(rmx_ctx_t *ctx)
   ctx->rc.pending = NULL;
 }
 
-static void malloc_keeps_memory(void)
+/*
+ * Set when the library loads, before the program's own allocations: a
+ * chunk glibc had already mapped on its own would later be unmapped
+ * through its internal munmap, which the hooks never see, and a cached
+ * registration of it would then send stale pages. Memory mapped before
+ * the library was loaded (dlopen late in a process's life) keeps that
+ * window; docs/one-sided.md says so. RMX_REGCACHE=0 leaves malloc alone.
+ */
+__attribute__((constructor)) static void malloc_keeps_memory(void)
 {
-  static atomic_int done;
-  if (atomic_exchange(&done, 1) == 0) {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, -1);
-  }
+  const char *v = getenv("RMX_REGCACHE");
+  if (v && strcmp(v, "0") == 0)
+    return;
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
 }
 
 int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, unsigned access,
@@ -209,12 +217,11 @@ int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, uns
         return 0;
       }
     }
-    malloc_keeps_memory();
   }
   rmx__rc_entry_t *en = calloc(1, sizeof(*en));
   if (!en)
     return RMX_ENOMEM;
-  int r = ctx->tp_ops[tpi]->mem_reg(ctx->tp[tpi], (void *)s, e - s, access, &en->mem);
+  int r = ctx->tp_ops[tpi]->mem_reg(ctx->tp[tpi], (void *)s, e - s, access, NULL, &en->mem);
   if (r) {
     free(en);
     return r;

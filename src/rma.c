@@ -50,15 +50,20 @@ static int rma_post(rmx_conn_t *c, rmx__op_t *op)
 {
   rmx__rma_t *r = op->rma;
   int rc;
+  if (c->rma_out >= c->rma_window)
+    return RMX_EAGAIN; /* the peer's window is full: after a completion */
   if (r->kind == RMX_TP_EV_ATOMIC) {
     rc = c->ops->atomic(c->tc, r->akind, r->raddr, r->rkey, r->cmp_add, r->swap, r->old, op);
     if (rc)
       return rc;
     r->posted++;
+    c->rma_out++;
     r->all_posted = 1;
     return 0;
   }
   while (r->next_iov < r->iovcnt) {
+    if (c->rma_out >= c->rma_window)
+      return RMX_EAGAIN;
     rmx_iov_t *v = &r->iov[r->next_iov];
     uint64_t rpos = 0;
     for (int i = 0; i < r->next_iov; i++)
@@ -76,6 +81,7 @@ static int rma_post(rmx_conn_t *c, rmx__op_t *op)
     if (rc)
       return rc;
     r->posted++;
+    c->rma_out++;
     r->next_off += chunk;
     if (r->next_off == v->len) {
       r->next_iov++;

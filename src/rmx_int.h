@@ -216,6 +216,9 @@ struct rmx_conn {
   uint32_t eager_max;   /* largest payload in one DATA frame */
   uint64_t max_msg;
   uint32_t rndv_reads;  /* reads in flight */
+  uint32_t rma_window;  /* the peer serves this many remote requests at once */
+  uint32_t rma_out;     /* remote reads, writes, atomics in flight (rendezvous too) */
+  uint8_t reads_blocked; /* a rendezvous read waits for room */
   uint64_t next_id;
   uint32_t rx_unreturned; /* frames received whose credit is not yet returned */
 
@@ -302,6 +305,10 @@ void rmx__rma_event(rmx_conn_t *c, rmx__op_t *op, int status);
 void rmx__rma_fail(rmx__op_t *op, int status);
 int rmx__rma_post_imm(rmx_conn_t *c, rmx__op_t *op);
 void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len);
+/* Decode a packed remote key (docs/protocol.md) and pick the entry of the
+ * transport wire_id: 0, RMX_EINVAL (malformed or damaged), RMX_EVERSION,
+ * RMX_ENOENT (no entry for that transport). tpi is left to the caller. */
+int rmx__rkey_decode(const void *blob, size_t len, uint8_t wire_id, rmx_rkey_t *out);
 int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_mem_t *given,
                    rmx_tp_mem_t **mem, rmx__rc_entry_t **cached);
 

@@ -11,7 +11,7 @@ void rmx_wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO
   rmx_put32(out + 12, h->rx_depth);
   rmx_put64(out + 16, h->max_msg);
   rmx_put32(out + 24, h->rndv_depth);
-  rmx_put32(out + 28, h->reserved);
+  rmx_put32(out + 28, h->rma_window);
 }
 
 int rmx_wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
@@ -32,7 +32,7 @@ int rmx_wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
   h->rx_depth = rmx_get32(p + 12);
   h->max_msg = rmx_get64(p + 16);
   h->rndv_depth = rmx_get32(p + 24);
-  h->reserved = rmx_get32(p + 28);
+  h->rma_window = rmx_get32(p + 28);
   return 0;
 }
 
@@ -55,6 +55,8 @@ void rmx_wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_r
   rmx_put32(ext + 8, rpc->handler);
   rmx_put32(ext + 12, (uint32_t)rpc->status);
 }
+
+int32_t rmx_wire_status(int32_t v) { return v <= 0 && v > -5000 ? v : RMX_EIO; }
 
 static void rpc_decode(const uint8_t *p, rmx_wire_rpc_t *rpc)
 {

@@ -43,7 +43,7 @@ typedef struct rmx_wire_hello {
   uint32_t rx_depth;    /* receive buffers = initial credits for the peer */
   uint64_t max_msg;     /* largest message this side accepts */
   uint32_t rndv_depth;  /* informational */
-  uint32_t reserved;
+  uint32_t rma_window;  /* remote read/write/atomic requests this side serves at once */
 } rmx_wire_hello_t;
 
 typedef struct rmx_wire_rts {
@@ -92,6 +92,10 @@ size_t rmx_wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t 
 void rmx_wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc);
 /* Patch the credits field of an encoded header. */
 void rmx_wire_set_credits(uint8_t *hdr, uint16_t credits);
+
+/* A status that came off the wire: 0 or an rmx error code as sent; any
+ * other value (positive, or beyond the codes rmx uses) becomes RMX_EIO. */
+int32_t rmx_wire_status(int32_t v);
 
 /*
  * Decode one whole frame of exactly len bytes. 0, or RMX_EPROTO with *why

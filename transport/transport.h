@@ -129,8 +129,20 @@ typedef struct rmx_tp_ops {
   /* Start everything queued since the last flush (one doorbell). */
   void (*flush)(rmx_tp_conn_t *tc);
 
-  int (*mem_reg)(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_mem_t **out);
+  /* Register [addr, addr+len) with RMX_TP_ACC_* rights. scope non-NULL: only
+   * that connection's peer may reach the memory remotely (where the
+   * transport can enforce it: TCP does; verbs cannot, see docs/security.md);
+   * NULL: any peer of this instance that holds the key. May block (verbs
+   * pins pages). Keys are unguessable where the transport makes them. */
+  int (*mem_reg)(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_conn_t *scope,
+                 rmx_tp_mem_t **out);
+  /* Release a registration. After it returns the transport never touches
+   * the memory again and no new remote access starts; a remote operation
+   * in progress on it fails at its initiator (TCP: RMX_EACCES, the
+   * connection stays; verbs: a remote access error, which ends that
+   * connection). Never blocks on a peer. */
   void (*mem_dereg)(rmx_tp_mem_t *m);
+  /* The key a peer names this registration by. */
   uint64_t (*mem_rkey)(const rmx_tp_mem_t *m);
 } rmx_tp_ops_t;
 
@@ -154,6 +166,15 @@ const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len);
     if ((int)rmx__ctx_cfg(ctx)->log_level >= (int)RMX_LOG_##lvl)    \
       rmx__log((ctx), RMX_LOG_##lvl, __VA_ARGS__);                  \
   } while (0)
+
+/* One log line per second at most for a condition a peer can repeat at
+ * will (refused requests, limits hit): rmx__ratelimit() says whether to log
+ * now and how many lines were held back since the last. */
+typedef struct rmx__ratelimit {
+  uint64_t next_ms;
+  uint32_t held;
+} rmx__ratelimit_t;
+int rmx__ratelimit(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, uint32_t *held);
 
 /* libuv status -> RMX_E* (the transport edge). */
 int rmx__uv_err(int uv_status);

@@ -172,6 +172,15 @@ typedef struct rmx_config {
   rmx_log_level_t log_level;   /**< RMX_LOG=none|error|warn|info|debug|trace (warn) */
   rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll (event) */
   char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE) */
+  uint32_t close_timeout_ms;   /**< how long an orderly close may wait for the peer before the
+                                    connection is cut and what is outstanding fails
+                                    (RMX_CLOSE_TIMEOUT_MS, 5000) */
+  uint32_t max_conns;          /**< connections a listener keeps at once; more are refused with
+                                    @ref RMX_ECONNREFUSED (RMX_MAX_CONNS, 1024) */
+  uint32_t max_handshakes;     /**< connections a listener has in their handshake at once; more
+                                    are dropped (RMX_MAX_HANDSHAKES, 128) */
+  uint32_t rma_window;         /**< remote read, write and atomic requests a peer may have
+                                    outstanding here at once (TCP; RMX_RMA_WINDOW, 64) */
 } rmx_config_t;
 
 /**

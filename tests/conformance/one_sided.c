@@ -251,6 +251,22 @@ static void atomics_from_several_connections(void **state)
   }
 }
 
+/* A forger can recompute the packed key's checksum (it detects damage, not
+ * forgery); CRC-32C as in docs/protocol.md. */
+static void rekey_sum(uint8_t *blob, size_t len)
+{
+  uint32_t crc = 0xffffffffu;
+  memset(blob + 4, 0, 4);
+  for (size_t i = 0; i < len; i++) {
+    crc ^= blob[i];
+    for (int k = 0; k < 8; k++)
+      crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1)));
+  }
+  crc = ~crc;
+  for (int i = 0; i < 4; i++)
+    blob[4 + i] = (uint8_t)(crc >> (8 * i));
+}
+
 static void bad_keys_are_refused(void **state)
 {
   uint8_t blob[RMX_RKEY_MAX];
@@ -262,7 +278,12 @@ static void bad_keys_are_refused(void **state)
   uint8_t bad[RMX_RKEY_MAX];
   memcpy(bad, blob, len);
   bad[0] = 99; /* another version */
-  assert_int_equal(rmx_rkey_unpack(W.cl.c, bad, len, &rk), RMX_EINVAL);
+  assert_int_equal(rmx_rkey_unpack(W.cl.c, bad, len, &rk), RMX_EVERSION);
+  for (size_t bit = 8; bit < len * 8; bit++) { /* every single bit flipped after the version */
+    memcpy(bad, blob, len);
+    bad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    assert_int_equal(rmx_rkey_unpack(W.cl.c, bad, len, &rk), RMX_EINVAL);
+  }
   memcpy(bad, blob, len);
   for (unsigned i = 0; i < bad[1]; i++)
     bad[24 + 16 * i] = 77; /* keys for a transport this connection is not */
@@ -318,7 +339,8 @@ static void target_refuses_what_the_key_does_not_allow(void **state)
                                RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE, &small), 0);
   assert_int_equal(rmx_mem_pack(small, blob, &len), 0);
   blob[16] = 0;
-  blob[17] = 0x40; /* claim 16 KiB instead of 4 */
+  blob[17] = 0x40; /* claim 16 KiB instead of 4, with a checksum to match */
+  rekey_sum(blob, len);
   assert_int_equal(rmx_rkey_unpack(W.cl.c, blob, len, &forged), 0);
   memset(buf, 0xee, sizeof(buf));
   rmx_iov_t v = {buf, sizeof(buf), NULL};

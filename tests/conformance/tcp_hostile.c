@@ -72,7 +72,7 @@ static void tf(int fd, uint8_t kind, const void *body, uint32_t blen)
 static void hello(uint8_t out[RMX_WIRE_HELLO_LEN], uint16_t version)
 {
   rmx_wire_hello_t h = {.magic = RMX_WIRE_MAGIC, .version = version, .eager_size = 8192,
-                        .rx_depth = 64, .max_msg = 1 << 20};
+                        .rx_depth = 64, .max_msg = 1 << 20, .rma_window = 64};
   rmx_wire_hello_encode(&h, out);
 }
 

@@ -85,7 +85,8 @@ static int fk_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *m, ui
 }
 static void fk_flush(rmx_tp_conn_t *tc) {}
 static struct rmx_tp_mem fake_mem;
-static int fk_mem_reg(rmx_tp_t *tp, void *a, size_t l, unsigned acc, rmx_tp_mem_t **out)
+static int fk_mem_reg(rmx_tp_t *tp, void *a, size_t l, unsigned acc, rmx_tp_conn_t *scope,
+                      rmx_tp_mem_t **out)
 {
   *out = &fake_mem;
   return 0;
@@ -194,7 +195,7 @@ static int setup(void **state)
     uv_run(rmx_ctx_loop(app.ctx), UV_RUN_ONCE);
   /* the peer answers: 4 receive buffers of 1024 bytes */
   rmx_wire_hello_t h = {.magic = RMX_WIRE_MAGIC, .version = RMX_WIRE_VERSION,
-                        .eager_size = 1024, .rx_depth = 4, .max_msg = 1 << 20};
+                        .eager_size = 1024, .rx_depth = 4, .max_msg = 1 << 20, .rma_window = 64};
   uint8_t hb[RMX_WIRE_HELLO_LEN];
   rmx_wire_hello_encode(&h, hb);
   ev(RMX_TP_EV_ESTABLISHED, 0, NULL, hb, sizeof(hb));

@@ -1,11 +1,21 @@
 /*
  * The TCP transport: rmx frames over libuv streams, plus frames that carry
- * remote reads, which the target serves from its registered memory after
- * checking the key, the bounds and the access rights.
+ * remote reads, writes and atomics, which the target serves from its
+ * registered memory after checking the key, the scope, the bounds and the
+ * rights.
+ *
+ * The target never writes from memory it does not own at the time: a read
+ * is answered in chunks copied into a bounce buffer one at a time, each
+ * after checking the registration is still there, so memory released (or
+ * freed by its owner) while a peer is reading it is never sent. A write
+ * streams into place only while its registration lives. Requests a peer
+ * may have outstanding here are bounded (rma_window); past that the peer
+ * is cut off.
  *
  * Stream framing: u32 body length, u8 kind, u8 flags, u16 reserved, body.
  * A peer that sends anything else is cut off; see docs/protocol.md.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -22,7 +32,9 @@
 #define TF_ATREQ_LEN 48  /* id, addr, key, op, pad, compare/add, swap */
 #define TF_ATRESP_LEN 24 /* id, status, pad, old value */
 #define TF_HELLO_MAX 256
-#define TF_MAX_IO (1u << 30) /* largest single remote read or write */
+#define TF_MAX_IO (1u << 30) /* largest single remote write */
+#define TF_CHUNK (256u << 10) /* read response data per frame */
+#define FREE_KEEP 256         /* request records kept for reuse */
 #define RBUF_EXTRA (64u << 10)
 #define MEM_BUCKETS 1024
 
@@ -39,16 +51,33 @@ typedef enum {
   TC_REJECTING,   /* passive: REJECT being written, then close */
 } tc_state_t;
 
-typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT } wkind_t;
+typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT, W_RESP } wkind_t;
 
 typedef struct wreq {
+  rmx_list_t link; /* first, as in rd_t and srv_t: see rec_get */
   uv_write_t req;
-  rmx_list_t link;
   rmx_tp_conn_t *tc;
-  void *op;
+  void *op;         /* W_SEND: the core's op; W_RESP: the srv_t answered */
   wkind_t kind;
+  uint8_t data;     /* W_RESP: carries bounce-buffer data */
+  uint8_t last;     /* W_RESP: the answer's final frame */
   uint8_t hdr[TF_HDR + TF_ATREQ_LEN];
 } wreq_t;
+
+/* A peer's request we serve. Answers go out in request order, one frame
+ * at a time for reads; the record counts against the window until its
+ * final frame is written. */
+typedef struct srv {
+  rmx_list_t link;    /* srvq until the final frame is written, then srv_sent */
+  uint8_t kind;       /* the answer: TF_RD_RESP, TF_WR_RESP, TF_AT_RESP */
+  uint8_t ready;      /* writes: the data has landed or been skipped */
+  uint64_t id;
+  int32_t status;
+  rmx_tp_mem_t *m;    /* reads: the memory (a use is held) */
+  uintptr_t addr;     /* reads: next byte to send */
+  size_t left;        /* reads: bytes not yet sent */
+  uint64_t old;       /* atomics */
+} srv_t;
 
 /* A remote operation we asked for, waiting for its response. The peer
  * answers in request order, so these form a FIFO. */
@@ -58,6 +87,7 @@ typedef struct rd {
   uint8_t kind; /* TF_RD_REQ, TF_WR_REQ, TF_AT_REQ */
   uint8_t *dst; /* reads: destination */
   size_t len;
+  size_t got;   /* reads: bytes arrived so far */
   uint64_t *old; /* atomics: where the old value goes */
   void *op;
 } rd_t;
@@ -66,35 +96,38 @@ typedef struct rd {
  * response into its destination, a write request into registered memory,
  * or a refused write into nowhere. */
 typedef struct sink {
-  uint8_t *dst; /* NULL: discard */
+  uint8_t *dst;   /* NULL: discard */
   size_t left;
-  rd_t *rd;     /* a read response */
-  uint64_t id;  /* a write request: answer with this id */
-  int32_t status;
+  rd_t *rd;       /* a read response */
+  srv_t *srv;     /* a write request: its answer */
+  rmx_tp_mem_t *m; /* a write request into memory: a use is held */
   int has_imm;
   uint32_t imm;
   size_t total;
 } sink_t;
 
 struct rmx_tp_mem {
-  rmx_list_t link;
+  rmx_list_t link; /* in its key bucket while registered */
   rmx_tp_t *tp;
-  uint64_t key;
+  uint64_t key;    /* 64 random bits */
   uintptr_t addr;
   size_t len;
   unsigned access;
+  uint64_t scope;  /* the one connection (serial) that may use it; 0: any */
+  uint32_t uses;   /* remote reads and writes in progress */
+  uint8_t dead;    /* deregistered: freed when the last use ends */
 };
 
 struct rmx_tp {
   rmx_ctx_t *ctx;
   uv_loop_t *loop;
-  rmx_list_t free_w;
-  rmx_list_t free_rd;
+  rmx_list_t free_w, free_rd, free_srv;
+  uint32_t nfree_w, nfree_rd, nfree_srv;
   rmx_list_t mem[MEM_BUCKETS];
-  uint32_t key_seq;
-  uint32_t key_salt;
+  uint64_t next_serial;
   uint32_t live; /* listeners and connections not yet freed */
   int finishing;
+  rmx__ratelimit_t rl_refused, rl_handshakes;
 };
 
 struct rmx_tp_listener {
@@ -102,6 +135,7 @@ struct rmx_tp_listener {
   rmx_tp_t *tp;
   rmx_listener_t *owner;
   rmx_list_t pending; /* accepted sockets still before their HELLO */
+  uint32_t npending;
 };
 
 struct rmx_tp_conn {
@@ -124,9 +158,18 @@ struct rmx_tp_conn {
   rmx_list_t rd_pending;
   uint64_t rd_seq;
   size_t max_frame;
+  uint64_t serial;     /* names this connection in registration scopes */
+  rmx_list_t srvq;     /* requests served, answers not yet fully written */
+  rmx_list_t srv_sent; /* answers written, writes not yet complete */
+  uint32_t nsrv;       /* both: counts against the window */
+  uint8_t srv_busy;    /* a read answer's chunk is being written */
+  uint8_t *bounce;     /* TF_CHUNK bytes while reads are served */
 };
 
 static void tp_unlive(rmx_tp_t *tp);
+static void srv_free(rmx_tp_conn_t *tc, srv_t *sv);
+static void srv_pump(rmx_tp_conn_t *tc);
+static void mem_unuse(rmx_tp_mem_t *m);
 
 /* The event that answers a pending request of this kind. */
 static rmx_tp_ev_type_t pend_ev(const rd_t *rd)
@@ -145,15 +188,42 @@ static void raise_ev(rmx_tp_conn_t *tc, rmx_tp_ev_type_t t, int status, void *op
   rmx__tp_event(tc->owner, &ev);
 }
 
+/* Records are reused, but only so many are kept: a burst a peer caused
+ * does not stay allocated after it. */
+static void *rec_get(rmx_list_t *pool, uint32_t *nfree, size_t size)
+{
+  rmx_list_t *n = rmx_list_pop(pool);
+  if (!n)
+    return malloc(size);
+  (*nfree)--;
+  return n;
+}
+
+static void rec_put(rmx_list_t *pool, uint32_t *nfree, rmx_list_t *link)
+{
+  if (*nfree >= FREE_KEEP) {
+    free(link);
+    return;
+  }
+  rmx_list_push(pool, link);
+  (*nfree)++;
+}
+
+/* link is the first member of wreq_t, rd_t and srv_t: the record itself. */
+_Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
+               offsetof(srv_t, link) == 0, "records start with their link");
+#define W_PUT(tp, w) rec_put(&(tp)->free_w, &(tp)->nfree_w, &(w)->link)
+#define RD_PUT(tp, r) rec_put(&(tp)->free_rd, &(tp)->nfree_rd, &(r)->link)
+
 static wreq_t *wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op)
 {
-  rmx_list_t *n = rmx_list_pop(&tc->tp->free_w);
-  wreq_t *w = n ? rmx_container_of(n, wreq_t, link) : malloc(sizeof(*w));
+  wreq_t *w = rec_get(&tc->tp->free_w, &tc->tp->nfree_w, sizeof(*w));
   if (!w)
     return NULL;
   w->tc = tc;
   w->op = op;
   w->kind = kind;
+  w->data = w->last = 0;
   return w;
 }
 
@@ -176,10 +246,18 @@ static void tc_free(rmx_tp_conn_t *tc)
     rd_t *rd = rmx_container_of(n, rd_t, link);
     if (tc->owner)
       raise_ev(tc, pend_ev(rd), RMX_ECANCELED, rd->op, NULL, 0);
-    rmx_list_push(&tp->free_rd, &rd->link);
+    RD_PUT(tp, rd);
   }
+  /* Requests we were serving: their writes were cancelled with the handle. */
+  while ((n = rmx_list_pop(&tc->srvq)) != NULL)
+    srv_free(tc, rmx_container_of(n, srv_t, link));
+  while ((n = rmx_list_pop(&tc->srv_sent)) != NULL)
+    srv_free(tc, rmx_container_of(n, srv_t, link));
+  if (tc->sink.m)
+    mem_unuse(tc->sink.m);
   if (tc->owner)
     raise_ev(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
+  free(tc->bounce);
   free(tc->rbuf);
   free(tc);
   tp_unlive(tp);
@@ -199,6 +277,7 @@ static void tc_close(rmx_tp_conn_t *tc)
   tc->closing = 1;
   if (tc->lst) {
     rmx_list_del(&tc->lst_link);
+    tc->lst->npending--;
     tc->lst = NULL;
   }
   uv_close((uv_handle_t *)&tc->timer, tc_handle_closed);
@@ -239,8 +318,21 @@ static void write_cb(uv_write_t *req, int status)
   void *op = w->op;
   int rc = rmx__uv_err(status);
 
-  rmx_list_push(&tc->tp->free_w, &w->link);
+  uint8_t data = w->data, last = w->last;
+  W_PUT(tc->tp, w);
   switch (kind) {
+  case W_RESP: {
+    srv_t *sv = op;
+    if (data)
+      tc->srv_busy = 0; /* the bounce buffer is free again */
+    if (last) {
+      rmx_list_del(&sv->link);
+      srv_free(tc, sv);
+    }
+    if (rc == 0)
+      srv_pump(tc);
+    break;
+  }
   case W_SEND:
     raise_ev(tc, RMX_TP_EV_SEND, rc, op, NULL, 0);
     break;
@@ -265,7 +357,7 @@ static int write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
   int rc = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs, n, write_cb);
   if (rc) {
-    rmx_list_push(&tc->tp->free_w, &w->link);
+    W_PUT(tc->tp, w);
     return rmx__uv_err(rc);
   }
   return 0;
@@ -328,8 +420,7 @@ static rmx_tp_mem_t *mem_find(rmx_tp_t *tp, uint64_t key)
 
 static rd_t *pend_new(rmx_tp_conn_t *tc, uint8_t kind, void *op)
 {
-  rmx_list_t *n = rmx_list_pop(&tc->tp->free_rd);
-  rd_t *rd = n ? rmx_container_of(n, rd_t, link) : malloc(sizeof(*rd));
+  rd_t *rd = rec_get(&tc->tp->free_rd, &tc->tp->nfree_rd, sizeof(*rd));
   if (!rd)
     return NULL;
   memset(rd, 0, sizeof(*rd));
@@ -348,7 +439,7 @@ static int pend_begin(rmx_tp_conn_t *tc, uint8_t kind, void *op, rd_t **rd, wreq
   *w = *rd ? wreq_get(tc, W_CTRL, NULL) : NULL;
   if (!*w) {
     if (*rd)
-      rmx_list_push(&tc->tp->free_rd, &(*rd)->link);
+      RD_PUT(tc->tp, *rd);
     return RMX_ENOMEM;
   }
   return 0;
@@ -358,7 +449,7 @@ static int pend_post(rmx_tp_conn_t *tc, rd_t *rd, wreq_t *w, uv_buf_t *bufs, uns
 {
   int rc = write_bufs(tc, w, bufs, n);
   if (rc) {
-    rmx_list_push(&tc->tp->free_rd, &rd->link);
+    RD_PUT(tc->tp, rd);
     return rc;
   }
   rmx_list_push(&tc->rd_pending, &rd->link);
@@ -371,9 +462,7 @@ static int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_
   rd_t *rd;
   wreq_t *w;
   int rc;
-  (void)dst_mem;
-  if (len > TF_MAX_IO)
-    return RMX_EMSGSIZE;
+  (void)dst_mem; /* reads of any length: the answer comes in chunks */
   if ((rc = pend_begin(tc, TF_RD_REQ, op, &rd, &w)) != 0)
     return rc;
   rd->dst = dst;
@@ -442,7 +531,7 @@ static void pend_done(rmx_tp_conn_t *tc, rd_t *rd, int status)
   rmx_tp_ev_type_t t = pend_ev(rd);
   void *op = rd->op;
   rmx_list_del(&rd->link);
-  rmx_list_push(&tc->tp->free_rd, &rd->link);
+  RD_PUT(tc->tp, rd);
   raise_ev(tc, t, status, op, NULL, 0);
 }
 
@@ -455,65 +544,165 @@ static rd_t *pend_head(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
   return rd->kind == kind && rd->id == id ? rd : NULL;
 }
 
-static int32_t wire_status(uint32_t v)
-{
-  int32_t st = (int32_t)v;
-  return st <= 0 && st > -5000 ? st : RMX_EIO;
-}
+static int32_t wire_status(uint32_t v) { return rmx_wire_status((int32_t)v); }
 
 /* ---- remote operations: the target checks everything first ---- */
 
-static int check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr, uint64_t len,
-                        unsigned need, const char *what)
+static void mem_use(rmx_tp_mem_t *m) { m->uses++; }
+
+static void mem_unuse(rmx_tp_mem_t *m)
+{
+  if (--m->uses == 0 && m->dead)
+    free(m);
+}
+
+static void refused(rmx_tp_conn_t *tc, const char *what, uint64_t len, uint64_t addr, int status)
+{
+  uint32_t held;
+  if (rmx__ctx_cfg(tc->tp->ctx)->log_level >= RMX_LOG_WARN &&
+      rmx__ratelimit(tc->tp->ctx, &tc->tp->rl_refused, &held))
+    rmx__log(tc->tp->ctx, RMX_LOG_WARN,
+             "tcp: refused a remote %s of %llu bytes at 0x%llx: %s (%u more refusals not logged)",
+             what, (unsigned long long)len, (unsigned long long)addr, rmx_strerror(status), held);
+}
+
+/* The registration a request may use, or NULL with *status set. */
+static rmx_tp_mem_t *check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr, uint64_t len,
+                                  unsigned need, const char *what, int32_t *status)
 {
   rmx_tp_mem_t *m = mem_find(tc->tp, key);
-  int status = 0;
-  if (!m || !(m->access & need) || addr < m->addr || len > m->len ||
-      addr - m->addr > m->len - len)
-    status = RMX_EACCES;
-  else if (len > TF_MAX_IO)
-    status = RMX_EMSGSIZE;
-  if (status)
-    RMX_LOG(tc->tp->ctx, WARN, "tcp: refused a remote %s of %llu bytes at 0x%llx: %s", what,
-            (unsigned long long)len, (unsigned long long)addr, rmx_strerror(status));
-  return status;
-}
-
-static int respond(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id, int32_t status,
-                   const void *data, uint64_t dlen, const uint64_t *old)
-{
-  wreq_t *w = wreq_get(tc, W_CTRL, NULL);
-  if (!w)
-    return RMX_ENOMEM;
-  size_t sub = kind == TF_AT_RESP ? TF_ATRESP_LEN : TF_RESP_SUB;
-  tf_hdr(w->hdr, (uint32_t)(sub + dlen), kind);
-  rmx_put64(w->hdr + TF_HDR, id);
-  rmx_put32(w->hdr + TF_HDR + 8, (uint32_t)status);
-  if (kind == TF_AT_RESP) {
-    rmx_put32(w->hdr + TF_HDR + 12, 0);
-    rmx_put64(w->hdr + TF_HDR + 16, old ? *old : 0);
+  *status = 0;
+  if (!m || (m->scope && m->scope != tc->serial) || !(m->access & need) || addr < m->addr ||
+      len > m->len || addr - m->addr > m->len - len)
+    *status = RMX_EACCES;
+  if (*status) {
+    refused(tc, what, len, addr, *status);
+    return NULL;
   }
-  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)(TF_HDR + sub)),
-                      uv_buf_init((char *)(uintptr_t)data, (unsigned)dlen)};
-  return write_bufs(tc, w, bufs, dlen ? 2 : 1);
+  return m;
 }
 
-static int serve_read(rmx_tp_conn_t *tc, const uint8_t *b)
+/* A new request to serve, if the peer keeps to the window. */
+static srv_t *srv_new(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
+{
+  if (tc->nsrv >= rmx__ctx_cfg(tc->tp->ctx)->rma_window) {
+    tc_proto_fail(tc, "more remote requests outstanding than the window allows");
+    return NULL;
+  }
+  srv_t *sv = rec_get(&tc->tp->free_srv, &tc->tp->nfree_srv, sizeof(*sv));
+  if (!sv) {
+    tc_fail(tc, RMX_ENOMEM);
+    return NULL;
+  }
+  memset(sv, 0, sizeof(*sv));
+  sv->kind = kind;
+  sv->id = id;
+  sv->ready = 1;
+  rmx_list_push(&tc->srvq, &sv->link);
+  tc->nsrv++;
+  return sv;
+}
+
+static void srv_free(rmx_tp_conn_t *tc, srv_t *sv)
+{
+  if (sv->m)
+    mem_unuse(sv->m);
+  tc->nsrv--;
+  rec_put(&tc->tp->free_srv, &tc->tp->nfree_srv, &sv->link);
+}
+
+/*
+ * Write answers in request order. A read's data goes one chunk at a time
+ * through the bounce buffer, copied only after checking the registration
+ * still stands; deregistered under the reader, the rest of the read is
+ * refused with RMX_EACCES.
+ */
+static void srv_pump(rmx_tp_conn_t *tc)
+{
+  rmx_list_t *n;
+  while (!tc->srv_busy && !tc->dead && !tc->closing && (n = tc->srvq.next) != &tc->srvq) {
+    srv_t *sv = rmx_container_of(n, srv_t, link);
+    size_t chunk = 0;
+    if (!sv->ready)
+      return; /* a write whose data is still arriving */
+    if (sv->kind == TF_RD_RESP && sv->status == 0 && sv->m->dead) {
+      sv->status = RMX_EACCES;
+      refused(tc, "read (deregistered while read)", sv->left, sv->addr, sv->status);
+    }
+    if (sv->kind == TF_RD_RESP && sv->status == 0)
+      chunk = sv->left < TF_CHUNK ? sv->left : TF_CHUNK;
+    if (chunk && !tc->bounce && !(tc->bounce = malloc(TF_CHUNK))) {
+      tc_fail(tc, RMX_ENOMEM);
+      return;
+    }
+    wreq_t *w = wreq_get(tc, W_RESP, sv);
+    if (!w) {
+      tc_fail(tc, RMX_ENOMEM);
+      return;
+    }
+    size_t sub = sv->kind == TF_AT_RESP ? TF_ATRESP_LEN : TF_RESP_SUB;
+    tf_hdr(w->hdr, (uint32_t)(sub + chunk), sv->kind);
+    rmx_put64(w->hdr + TF_HDR, sv->id);
+    rmx_put32(w->hdr + TF_HDR + 8, (uint32_t)sv->status);
+    if (sv->kind == TF_AT_RESP) {
+      rmx_put32(w->hdr + TF_HDR + 12, 0);
+      rmx_put64(w->hdr + TF_HDR + 16, sv->old);
+    }
+    uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)(TF_HDR + sub)),
+                        uv_buf_init((char *)tc->bounce, (unsigned)chunk)};
+    if (chunk) {
+      memcpy(tc->bounce, (const void *)sv->addr, chunk);
+      sv->addr += chunk;
+      sv->left -= chunk;
+      w->data = 1;
+      tc->srv_busy = 1;
+    }
+    w->last = sv->kind != TF_RD_RESP || sv->status || sv->left == 0;
+    if (w->last) { /* counted until this write completes */
+      rmx_list_del(&sv->link);
+      rmx_list_push(&tc->srv_sent, &sv->link);
+    }
+    int rc = write_bufs(tc, w, bufs, chunk ? 2 : 1);
+    if (rc) {
+      tc_fail(tc, rc);
+      return;
+    }
+  }
+  if (!tc->srv_busy && tc->bounce && rmx_list_empty(&tc->srvq)) {
+    free(tc->bounce); /* idle connections do not keep it */
+    tc->bounce = NULL;
+  }
+}
+
+static void serve_read(rmx_tp_conn_t *tc, const uint8_t *b)
 {
   uint64_t addr = rmx_get64(b + 8), len = rmx_get64(b + 16);
-  int status = check_access(tc, rmx_get64(b + 24), addr, len, RMX_TP_ACC_REMOTE_READ, "read");
-  return respond(tc, TF_RD_RESP, rmx_get64(b), status, (const void *)(uintptr_t)addr,
-                 status ? 0 : len, NULL);
+  srv_t *sv = srv_new(tc, TF_RD_RESP, rmx_get64(b));
+  if (!sv)
+    return;
+  rmx_tp_mem_t *m = check_access(tc, rmx_get64(b + 24), addr, len, RMX_TP_ACC_REMOTE_READ,
+                                 "read", &sv->status);
+  if (m) {
+    mem_use(m);
+    sv->m = m;
+    sv->addr = (uintptr_t)addr;
+    sv->left = len;
+  }
+  srv_pump(tc);
 }
 
-static int serve_atomic(rmx_tp_conn_t *tc, const uint8_t *b)
+static void serve_atomic(rmx_tp_conn_t *tc, const uint8_t *b)
 {
   uint64_t addr = rmx_get64(b + 8), old = 0;
   uint32_t kind = rmx_get32(b + 24);
-  int status = check_access(tc, rmx_get64(b + 16), addr, 8, RMX_TP_ACC_REMOTE_ATOMIC, "atomic");
-  if (!status && (addr % 8 || kind > RMX_TP_CSWAP))
-    status = RMX_EINVAL;
-  if (!status) {
+  srv_t *sv = srv_new(tc, TF_AT_RESP, rmx_get64(b));
+  if (!sv)
+    return;
+  rmx_tp_mem_t *m = check_access(tc, rmx_get64(b + 16), addr, 8, RMX_TP_ACC_REMOTE_ATOMIC,
+                                 "atomic", &sv->status);
+  if (m && (addr % 8 || kind > RMX_TP_CSWAP || rmx_get32(b + 28) != 0))
+    sv->status = RMX_EINVAL;
+  if (m && sv->status == 0) {
     uint64_t *word = (uint64_t *)(uintptr_t)addr;
     if (kind == RMX_TP_FADD) {
       old = __atomic_fetch_add(word, rmx_get64(b + 32), __ATOMIC_SEQ_CST);
@@ -523,19 +712,22 @@ static int serve_atomic(rmx_tp_conn_t *tc, const uint8_t *b)
                                   __ATOMIC_SEQ_CST); /* old: the value found either way */
     }
   }
-  return respond(tc, TF_AT_RESP, rmx_get64(b), status, NULL, 0, &old);
+  sv->old = old;
+  srv_pump(tc);
 }
 
 /* A write landed (or was refused and skipped): answer, then tell the core. */
 static void write_landed(rmx_tp_conn_t *tc)
 {
   sink_t *k = &tc->sink;
-  int rc = respond(tc, TF_WR_RESP, k->id, k->status, NULL, 0, NULL);
-  if (rc) {
-    tc_fail(tc, rc);
-    return;
+  srv_t *sv = k->srv;
+  if (k->m) {
+    mem_unuse(k->m);
+    k->m = NULL;
   }
-  if (k->status == 0 && k->has_imm && tc->owner) {
+  sv->ready = 1;
+  srv_pump(tc);
+  if (sv->status == 0 && k->has_imm && tc->owner && !tc->dead && !tc->closing) {
     rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = k->imm, .len = k->total};
     rmx__tp_event(tc->owner, &ev);
   }
@@ -543,11 +735,24 @@ static void write_landed(rmx_tp_conn_t *tc)
 
 static void sink_done(rmx_tp_conn_t *tc)
 {
+  rd_t *rd = tc->sink.rd;
   tc->sinking = 0;
-  if (tc->sink.rd)
-    pend_done(tc, tc->sink.rd, 0);
-  else
+  if (!rd)
     write_landed(tc);
+  else if (rd->got == rd->len)
+    pend_done(tc, rd, 0);
+}
+
+/* A write into memory deregistered meanwhile: the rest goes nowhere and
+ * the writer is told. */
+static void sink_check(rmx_tp_conn_t *tc)
+{
+  sink_t *k = &tc->sink;
+  if (k->m && k->m->dead && k->dst) {
+    k->dst = NULL;
+    k->srv->status = RMX_EACCES;
+    refused(tc, "write (deregistered while written)", k->left, 0, RMX_EACCES);
+  }
 }
 
 /* Take what the read buffer already holds, then stream the rest. 0 when the
@@ -581,6 +786,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   (void)suggested;
   if (tc->sinking) {
     size_t left = tc->sink.left;
+    sink_check(tc);
     if (tc->sink.dst) {
       buf->base = (char *)tc->sink.dst;
       buf->len = left > TF_MAX_IO ? TF_MAX_IO : left;
@@ -603,6 +809,7 @@ static void on_hello(rmx_tp_conn_t *tc, const uint8_t *body, size_t blen)
 {
   rmx_tp_listener_t *l = tc->lst;
   rmx_list_del(&tc->lst_link);
+  l->npending--;
   tc->lst = NULL;
   rmx__tp_incoming(l->owner, tc, body, blen); /* answers with accept or reject */
 }
@@ -637,10 +844,10 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
     raise_ev(tc, RMX_TP_EV_RECV, 0, NULL, body, blen);
     break;
   case TF_RD_REQ:
-    rc = serve_read(tc, body);
+    serve_read(tc, body);
     break;
   case TF_AT_REQ:
-    rc = serve_atomic(tc, body);
+    serve_atomic(tc, body);
     break;
   case TF_WR_RESP:
     if (!(rd = pend_head(tc, TF_WR_REQ, rmx_get64(body)))) {
@@ -704,7 +911,9 @@ static const char *frame_check(rmx_tp_conn_t *tc, uint8_t kind, uint32_t blen)
   }
 }
 
-/* A read response: match it to the oldest read, then stream its data. */
+/* A read response: match it to the oldest read, then stream its data. A
+ * read is answered by one frame or more (chunks, in order); an error ends
+ * it at any point. */
 static int on_rd_resp(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
 {
   int32_t status = (int32_t)rmx_get32(p + TF_HDR + 8);
@@ -715,16 +924,17 @@ static int on_rd_resp(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
     tc_proto_fail(tc, "read response for no outstanding read");
     return -1;
   }
-  if (status ? (dlen != 0 || status > 0 || status < -5000) : dlen != rd->len) {
+  if (status ? (dlen != 0 || status > 0) : (dlen > rd->len - rd->got || (!dlen && rd->len))) {
     tc_proto_fail(tc, "read response of the wrong length");
     return -1;
   }
   tc->rpos += TF_HDR + TF_RESP_SUB;
   if (status) {
-    pend_done(tc, rd, status);
+    pend_done(tc, rd, rmx_wire_status(status));
     return 0;
   }
-  tc->sink = (sink_t){.dst = rd->dst, .left = dlen, .rd = rd};
+  tc->sink = (sink_t){.dst = rd->dst + rd->got, .left = dlen, .rd = rd};
+  rd->got += dlen;
   return sink_start(tc);
 }
 
@@ -733,14 +943,21 @@ static int on_wr_req(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
 {
   const uint8_t *b = p + TF_HDR;
   uint64_t addr = rmx_get64(b + 8), len = rmx_get64(b + 16);
-  if (len != blen - TF_WRREQ_SUB) {
-    tc_proto_fail(tc, "write request of the wrong length");
+  uint32_t flags = rmx_get32(b + 32);
+  if (len != blen - TF_WRREQ_SUB || (flags & ~1u)) {
+    tc_proto_fail(tc, "malformed write request");
     return -1;
   }
-  int status = check_access(tc, rmx_get64(b + 24), addr, len, RMX_TP_ACC_REMOTE_WRITE, "write");
-  tc->sink = (sink_t){.dst = status ? NULL : (uint8_t *)(uintptr_t)addr, .left = len,
-                      .id = rmx_get64(b), .status = status, .has_imm = rmx_get32(b + 32) & 1,
-                      .imm = rmx_get32(b + 36), .total = len};
+  srv_t *sv = srv_new(tc, TF_WR_RESP, rmx_get64(b));
+  if (!sv)
+    return -1;
+  sv->ready = 0;
+  rmx_tp_mem_t *m = check_access(tc, rmx_get64(b + 24), addr, len, RMX_TP_ACC_REMOTE_WRITE,
+                                 "write", &sv->status);
+  if (m)
+    mem_use(m);
+  tc->sink = (sink_t){.dst = m ? (uint8_t *)(uintptr_t)addr : NULL, .left = len, .srv = sv,
+                      .m = m, .has_imm = flags & 1, .imm = rmx_get32(b + 36), .total = len};
   tc->rpos += TF_HDR + TF_WRREQ_SUB;
   return sink_start(tc);
 }
@@ -822,6 +1039,9 @@ static rmx_tp_conn_t *tc_new(rmx_tp_t *tp)
   }
   rmx_list_init(&tc->rd_pending);
   rmx_list_init(&tc->lst_link);
+  rmx_list_init(&tc->srvq);
+  rmx_list_init(&tc->srv_sent);
+  tc->serial = ++tp->next_serial;
   uv_tcp_init(tp->loop, &tc->h);
   uv_timer_init(tp->loop, &tc->timer);
   tc->h.data = tc->timer.data = tc;
@@ -928,8 +1148,19 @@ static void on_connection(uv_stream_t *server, int status)
     tc_close(tc);
     return;
   }
+  const rmx_config_t *cfg = rmx__ctx_cfg(l->tp->ctx);
+  if (l->npending >= cfg->max_handshakes) {
+    uint32_t held;
+    if (cfg->log_level >= RMX_LOG_WARN && rmx__ratelimit(l->tp->ctx, &l->tp->rl_handshakes, &held))
+      rmx__log(l->tp->ctx, RMX_LOG_WARN,
+               "tcp: %u handshakes in progress on a listener (RMX_MAX_HANDSHAKES): dropping a "
+               "new connection (%u more not logged)", l->npending, held);
+    tc_close(tc);
+    return;
+  }
   uv_tcp_nodelay(&tc->h, 1);
   tc->lst = l;
+  l->npending++;
   rmx_list_push(&l->pending, &tc->lst_link);
   if (uv_read_start((uv_stream_t *)&tc->h, alloc_cb, read_cb) != 0)
     tc_close(tc);
@@ -977,26 +1208,39 @@ static void tcp_listen_close(rmx_tp_listener_t *l)
 
 /* ---- memory ---- */
 
-static int tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_mem_t **out)
+static int tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
+                       rmx_tp_conn_t *scope, rmx_tp_mem_t **out)
 {
-  rmx_tp_mem_t *m = malloc(sizeof(*m));
+  rmx_tp_mem_t *m = calloc(1, sizeof(*m));
   if (!m)
     return RMX_ENOMEM;
+  /* 64 bits from the kernel's random source for every registration: a
+   * key tells nothing about any other, and guessing one is hopeless. */
+  do {
+    if (getrandom(&m->key, sizeof(m->key), 0) != sizeof(m->key)) {
+      RMX_LOG(tp->ctx, ERROR, "tcp: no randomness for a memory key");
+      free(m);
+      return RMX_EIO;
+    }
+  } while (m->key == 0 || mem_find(tp, m->key));
   m->tp = tp;
-  /* Low bits pick the bucket; the salt makes keys hard to guess. */
-  m->key = (uint64_t)tp->key_salt << 32 | ++tp->key_seq;
   m->addr = (uintptr_t)addr;
   m->len = len;
   m->access = access;
+  m->scope = scope ? scope->serial : 0;
   rmx_list_push(&tp->mem[m->key % MEM_BUCKETS], &m->link);
   *out = m;
   return 0;
 }
 
+/* Unreachable at once; freed now or when the last read or write using it
+ * stops (they check m->dead and go no further). */
 static void tcp_mem_dereg(rmx_tp_mem_t *m)
 {
   rmx_list_del(&m->link);
-  free(m);
+  m->dead = 1;
+  if (m->uses == 0)
+    free(m);
 }
 
 static uint64_t tcp_mem_rkey(const rmx_tp_mem_t *m) { return m->key; }
@@ -1012,10 +1256,9 @@ static int tcp_init(rmx_ctx_t *ctx, rmx_tp_t **out)
   tp->loop = rmx__ctx_uv(ctx);
   rmx_list_init(&tp->free_w);
   rmx_list_init(&tp->free_rd);
+  rmx_list_init(&tp->free_srv);
   for (int i = 0; i < MEM_BUCKETS; i++)
     rmx_list_init(&tp->mem[i]);
-  if (getrandom(&tp->key_salt, sizeof(tp->key_salt), 0) != sizeof(tp->key_salt))
-    tp->key_salt = (uint32_t)(uintptr_t)tp ^ (uint32_t)uv_hrtime();
   *out = tp;
   return 0;
 }
@@ -1027,6 +1270,8 @@ static void tp_free(rmx_tp_t *tp)
     free(rmx_container_of(n, wreq_t, link));
   while ((n = rmx_list_pop(&tp->free_rd)) != NULL)
     free(rmx_container_of(n, rd_t, link));
+  while ((n = rmx_list_pop(&tp->free_srv)) != NULL)
+    free(rmx_container_of(n, srv_t, link));
   for (int i = 0; i < MEM_BUCKETS; i++)
     while ((n = rmx_list_pop(&tp->mem[i])) != NULL) {
       RMX_LOG(tp->ctx, WARN, "tcp: a registration was never released");

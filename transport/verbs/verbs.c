@@ -303,7 +303,8 @@ void vb_kick(struct rmx_tp *tp)
 
 /* ---- memory ---- */
 
-static int vb_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_mem_t **out)
+static int vb_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
+                      rmx_tp_conn_t *scope, rmx_tp_mem_t **out)
 {
   int flags = 0;
   if (!tp->dev) {
