@@ -11,6 +11,8 @@
 #include "rmx_int.h"
 
 static void conn_finish(rmx_conn_t *c);
+static void close_unwatch(rmx_conn_t *c);
+static void tp_close(rmx_conn_t *c);
 static void deferred_finish(rmx__deferred_t *d);
 static void deferred_free(rmx__deferred_t *d);
 
@@ -30,6 +32,7 @@ static rmx_conn_t *conn_new(rmx_ctx_t *ctx, int tpi)
   rmx_list_init(&c->reqq);
   for (int i = 0; i < RMX_CALL_BUCKETS; i++)
     rmx_list_init(&c->calls[i]);
+  rmx_list_init(&c->close_link);
   rmx_list_init(&c->defer_finish.link);
   rmx_list_init(&c->defer_free.link);
   c->defer_finish.fn = deferred_finish;
@@ -174,6 +177,15 @@ void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, s
     ops->reject(tc, RMX_ECONNREFUSED);
     return;
   }
+  if (l->nconns >= ctx->cfg.max_conns || l->naccepting >= ctx->cfg.max_handshakes) {
+    uint32_t held;
+    if (ctx->cfg.log_level >= RMX_LOG_WARN && rmx__ratelimit(ctx, &l->rl_full, &held))
+      rmx__log(ctx, RMX_LOG_WARN, "listener full (%u connections, %u in their handshake; "
+               "RMX_MAX_CONNS %u, RMX_MAX_HANDSHAKES %u): refusing a peer (%u more not logged)",
+               l->nconns, l->naccepting, ctx->cfg.max_conns, ctx->cfg.max_handshakes, held);
+    ops->reject(tc, RMX_ECONNREFUSED);
+    return;
+  }
   if ((rc = hello_check(ctx, "incoming peer", hello, len, &h)) != 0) {
     ops->reject(tc, rc);
     return;
@@ -187,17 +199,18 @@ void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, s
   c->passive = 1;
   c->user_closed = 1;
   c->state = RMX_CS_ACCEPTING;
-  c->listener = l;
-  l->refs++;
   rmx__msg_init(c, &h);
   rmx__hello_local(ctx, mine);
   if ((rc = ops->accept(tc, c, mine, sizeof(mine))) != 0) {
     ops->reject(tc, rc);
     rmx_list_del(&c->link);
-    listener_unref(l);
     free(c);
     return;
   }
+  c->listener = c->from = l;
+  l->refs += 2; /* one while accepting, one until the connection is freed */
+  l->nconns++;
+  l->naccepting++;
   c->tc = tc;
   c->tp_state = RMX_TPS_OPEN;
 }
@@ -286,6 +299,7 @@ static void on_established(rmx_conn_t *c, const rmx_tp_ev_t *ev)
   } else if (c->state == RMX_CS_ACCEPTING) {
     rmx_listener_t *l = c->listener;
     c->listener = NULL;
+    l->naccepting--;
     if (l->closed) {
       listener_unref(l);
       rmx__conn_down(c, RMX_ECONNREFUSED);
@@ -367,12 +381,73 @@ void rmx__conn_down(rmx_conn_t *c, int status)
 static void deferred_free(rmx__deferred_t *d)
 {
   rmx_conn_t *c = rmx_container_of(d, rmx_conn_t, defer_free);
-  if (!c->finished || !c->user_closed || c->ops_out)
-    return; /* an op is still out: its release schedules this again */
+  rmx_ctx_t *ctx = c->ctx;
+  if (!c->finished || !c->user_closed)
+    return;
+  if (c->ops_out) {
+    if (!ctx->dying)
+      return; /* an op is still out: its release schedules this again */
+    if (!rmx_list_empty(&ctx->deferred)) {
+      rmx__defer(ctx, d); /* after the ends already queued */
+      return;
+    }
+    /* Destroying: what is still out is a request its handler never
+     * answered; it ends with the context. */
+    RMX_LOG(ctx, WARN, "connection %p freed with %u RPC requests never answered", (void *)c,
+            c->ops_out);
+  }
+  c->freeing = 1; /* on_closed may destroy the context: not again */
   if (c->on_closed)
     c->on_closed(c, c->close_arg);
+  if (c->from) {
+    c->from->nconns--;
+    listener_unref(c->from);
+  }
   rmx_list_del(&c->link);
   free(c);
+  if (ctx->dying)
+    rmx__ctx_conn_freed(ctx);
+}
+
+/* ---- close deadlines: an orderly close never waits on a peer forever ---- */
+
+static void close_timer_cb(uv_timer_t *t) { rmx__conn_close_expired(t->data); }
+
+static void close_watch(rmx_conn_t *c)
+{
+  rmx_ctx_t *ctx = c->ctx;
+  c->close_deadline = uv_now(ctx->loop) + ctx->cfg.close_timeout_ms;
+  if (rmx_list_empty(&ctx->closing))
+    uv_timer_start(&ctx->close_timer, close_timer_cb,
+                   ctx->cfg.close_timeout_ms, 0);
+  rmx_list_push(&ctx->closing, &c->close_link); /* one timeout: the list stays in order */
+}
+
+static void close_unwatch(rmx_conn_t *c)
+{
+  if (!rmx_list_empty(&c->close_link)) {
+    rmx_list_del(&c->close_link);
+    rmx_list_init(&c->close_link);
+  }
+}
+
+void rmx__conn_close_expired(rmx_ctx_t *ctx)
+{
+  uint64_t now = uv_now(ctx->loop);
+  rmx_list_t *n;
+  while ((n = ctx->closing.next) != &ctx->closing) {
+    rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, close_link);
+    if (c->close_deadline > now) {
+      uv_timer_start(&ctx->close_timer, close_timer_cb,
+                     c->close_deadline - now, 0);
+      return;
+    }
+    close_unwatch(c);
+    RMX_LOG(ctx, WARN, "connection %p (%s): the peer did not finish the close within %u ms "
+            "(RMX_CLOSE_TIMEOUT_MS): cutting it", (void *)c, c->ops->name,
+            ctx->cfg.close_timeout_ms);
+    tp_close(c); /* what is outstanding fails when the transport reports CLOSED */
+  }
 }
 
 static void schedule_free(rmx_conn_t *c) { rmx__defer_once(c->ctx, &c->defer_free); }
@@ -385,9 +460,11 @@ static void conn_finish(rmx_conn_t *c)
   rmx__msg_fail_all(c, op_status); /* request sends first: their calls then end */
   rmx__rpc_fail_all(c, op_status);
   if (c->listener) {
+    c->listener->naccepting--;
     listener_unref(c->listener);
     c->listener = NULL;
   }
+  close_unwatch(c);
   if (!c->reported) {
     c->reported = 1;
     if (c->on_connected) /* an active connect that never got through */
@@ -395,7 +472,7 @@ static void conn_finish(rmx_conn_t *c)
   } else if (c->was_established && !c->user_closed && c->cbs.on_disconnect) {
     c->cbs.on_disconnect(c, c->err, c->cbs_arg);
   }
-  if (c->user_closed && c->ops_out == 0)
+  if (c->user_closed && (c->ops_out == 0 || c->ctx->dying))
     schedule_free(c);
 }
 
@@ -425,9 +502,11 @@ int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg)
     c->state = RMX_CS_DOWN;
     c->err = RMX_ECANCELED;
     /* Orderly: what was handed to the transport goes first, then BYE, then
-     * the transport closes when BYE's send completes. */
+     * the transport closes when BYE's send completes, or at the deadline. */
     if (rmx__msg_queue_bye(c) != 0)
       tp_close(c);
+    else if (c->tp_state == RMX_TPS_OPEN)
+      close_watch(c);
     break;
   case RMX_CS_DOWN:
     if (c->finished)

@@ -288,7 +288,11 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   uv_idle_init(ctx->loop, &ctx->idle);
   ctx->idle.data = ctx;
   rmx__rpc_ctx_init(ctx);
-  ctx->handles = 3;
+  uv_timer_init(ctx->loop, &ctx->close_timer);
+  ctx->close_timer.data = ctx;
+  uv_unref((uv_handle_t *)&ctx->close_timer);
+  rmx_list_init(&ctx->closing);
+  ctx->handles = 4;
 
   rmx_list_init(&ctx->deferred);
   rmx_list_init(&ctx->posted);
@@ -310,6 +314,7 @@ err_handles:
   uv_close((uv_handle_t *)&ctx->async, NULL);
   uv_close((uv_handle_t *)&ctx->idle, NULL);
   uv_close((uv_handle_t *)&ctx->rpc_timer, NULL);
+  uv_close((uv_handle_t *)&ctx->close_timer, NULL);
   uv_run(ctx->loop, UV_RUN_NOWAIT);
 err_mutex:
   uv_mutex_destroy(&ctx->post_lock);
@@ -321,11 +326,17 @@ err_free:
   return rc;
 }
 
+static void ctx_finish_owned(rmx_ctx_t *ctx);
+
 int rmx_ctx_run(rmx_ctx_t *ctx)
 {
-  if (!ctx || !ctx->owns_loop)
+  if (!ctx || !ctx->owns_loop || ctx->running)
     return RMX_EINVAL;
+  ctx->running = 1;
   uv_run(ctx->loop, UV_RUN_DEFAULT);
+  ctx->running = 0;
+  if (ctx->dying) /* rmx_ctx_destroy was called from a callback */
+    ctx_finish_owned(ctx);
   return 0;
 }
 
@@ -361,26 +372,12 @@ static void handle_closed(uv_handle_t *h)
     ctx_free(ctx);
 }
 
-int rmx_ctx_destroy(rmx_ctx_t *ctx)
+/* Every connection is gone: release what they used, close the handles.
+ * The context is freed when the last handle has closed (caller's loop) or
+ * right after (private loop). */
+static void ctx_teardown(rmx_ctx_t *ctx)
 {
-  rmx_list_t *n;
-  if (!ctx)
-    return RMX_EINVAL;
-  if (!rmx_list_empty(&ctx->listeners))
-    return RMX_EBUSY;
-  rmx_list_foreach(n, &ctx->conns) {
-    if (!rmx_container_of(n, rmx_conn_t, link)->user_closed)
-      return RMX_EBUSY;
-  }
-  /* Handshakes still in flight have no owner but the core: end them. */
-  rmx_list_foreach(n, &ctx->conns) {
-    rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, link);
-    if (c->state == RMX_CS_ACCEPTING)
-      rmx__conn_down(c, RMX_ECANCELED);
-  }
-  /* Finish the closes in flight so their callbacks run exactly once. */
-  while (!rmx_list_empty(&ctx->conns) || !rmx_list_empty(&ctx->deferred))
-    uv_run(ctx->loop, UV_RUN_ONCE);
+  ctx->torn_down = 1;
   /* Registrations go before the transports that made them. */
   rmx__regcache_fini(ctx);
   rmx__pool_fini(ctx, &ctx->pool);
@@ -394,9 +391,64 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
   uv_close((uv_handle_t *)&ctx->async, handle_closed);
   uv_close((uv_handle_t *)&ctx->idle, handle_closed);
   uv_close((uv_handle_t *)&ctx->rpc_timer, handle_closed);
-  if (ctx->owns_loop) {
-    uv_run(ctx->loop, UV_RUN_DEFAULT);
-    ctx_free(ctx);
+  uv_close((uv_handle_t *)&ctx->close_timer, handle_closed);
+}
+
+/* A connection was freed while the context is dying. */
+void rmx__ctx_conn_freed(rmx_ctx_t *ctx)
+{
+  if (rmx_list_empty(&ctx->conns) && !ctx->owns_loop && !ctx->torn_down)
+    ctx_teardown(ctx);
+}
+
+/* The private loop is not running: run it until everything has closed
+ * (bounded by the close timeout), then free. */
+static void ctx_finish_owned(rmx_ctx_t *ctx)
+{
+  while (!rmx_list_empty(&ctx->conns))
+    if (uv_run(ctx->loop, UV_RUN_ONCE) == 0 && !rmx_list_empty(&ctx->conns) &&
+        rmx_list_empty(&ctx->deferred)) {
+      /* Nothing left that could finish them: a defect, not a reason to spin. */
+      RMX_LOG(ctx, ERROR, "destroy: connections left with nothing to finish them");
+      break;
+    }
+  ctx_teardown(ctx);
+  uv_run(ctx->loop, UV_RUN_DEFAULT);
+  ctx_free(ctx);
+}
+
+int rmx_ctx_destroy(rmx_ctx_t *ctx)
+{
+  rmx_list_t *n;
+  if (!ctx)
+    return RMX_EINVAL;
+  if (ctx->dying)
+    return RMX_EALREADY;
+  if (!rmx_list_empty(&ctx->listeners))
+    return RMX_EBUSY;
+  rmx_list_foreach(n, &ctx->conns) {
+    if (!rmx_container_of(n, rmx_conn_t, link)->user_closed)
+      return RMX_EBUSY;
+  }
+  ctx->dying = 1;
+  /* Handshakes still in flight have no owner but the core: end them. Closes
+   * in flight finish on the loop, each within the close timeout; finished
+   * connections that only wait for unanswered requests go now. */
+  rmx_list_foreach(n, &ctx->conns) {
+    rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, link);
+    if (c->state == RMX_CS_ACCEPTING)
+      rmx__conn_down(c, RMX_ECANCELED);
+    else if (c->finished && !c->freeing)
+      rmx__defer_once(ctx, &c->defer_free);
+  }
+  if (!ctx->owns_loop) {
+    /* Never run the caller's loop: the rest happens as it runs. */
+    if (rmx_list_empty(&ctx->conns))
+      ctx_teardown(ctx);
+  } else if (ctx->running) {
+    uv_stop(ctx->loop); /* rmx_ctx_run finishes the job and returns */
+  } else {
+    ctx_finish_owned(ctx);
   }
   return 0;
 }

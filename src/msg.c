@@ -534,7 +534,7 @@ static int on_fin(rmx_conn_t *c, const rmx_wire_fin_t *fin)
     if (op->id != fin->id)
       continue;
     rmx_list_del(n);
-    op->status = fin->status <= 0 && fin->status > -4096 ? fin->status : RMX_EIO;
+    op->status = rmx_wire_status(fin->status);
     op->ready = 1;
     if (op->sent)
       rndv_done(op);
@@ -586,10 +586,16 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
     return;
   }
   c->credits += f.credits;
-  if (f.type != RMX_FR_BYE && ++c->rx_unreturned > c->ctx->cfg.rx_depth) {
-    protocol_error(c, "peer sent more frames than its credits allow");
+  /* A CREDIT frame may use the peer's last credit; nothing else may. */
+  if (f.type != RMX_FR_BYE &&
+      ++c->rx_unreturned > c->ctx->cfg.rx_depth - (f.type == RMX_FR_CREDIT ? 0 : 1)) {
+    protocol_error(c, f.type == RMX_FR_CREDIT || c->rx_unreturned > c->ctx->cfg.rx_depth
+                          ? "peer sent more frames than its credits allow"
+                          : "peer spent its last credit on something other than a CREDIT frame");
     return;
   }
+  if (f.flags == RMX_FF_RPC_REP && f.rpc.status > 0)
+    f.rpc.status = RMX_EIO; /* replies carry 0 or a negative status */
 
   switch (f.type) {
   case RMX_FR_DATA:
@@ -638,8 +644,8 @@ void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len)
 {
   if (c->state != RMX_CS_ESTABLISHED)
     return;
-  if (++c->rx_unreturned > c->ctx->cfg.rx_depth) {
-    protocol_error(c, "peer wrote with immediate beyond its credits");
+  if (++c->rx_unreturned > c->ctx->cfg.rx_depth - 1) {
+    protocol_error(c, "peer wrote with immediate beyond its credits (or into its last)");
     return;
   }
   if (rmx_list_empty(&c->rxq)) {

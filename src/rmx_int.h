@@ -182,7 +182,10 @@ struct rmx_listener {
   rmx_accept_cb on_accept;
   void *arg;
   int closed;
-  uint32_t refs; /* 1 for the user + 1 per connection still accepting */
+  uint32_t refs;       /* 1 for the user + 1 per connection it made, until freed */
+  uint32_t nconns;     /* connections it made, not yet freed */
+  uint32_t naccepting; /* of those, still in their handshake */
+  rmx__ratelimit_t rl_full;
 };
 
 struct rmx_conn {
@@ -194,9 +197,12 @@ struct rmx_conn {
   rmx__conn_state_t state;
   rmx__tp_state_t tp_state;
   uint8_t passive, user_closed, reported, was_established, finished;
-  uint8_t credit_queued, stalled;
+  uint8_t credit_queued, stalled, freeing;
   int err;              /* why the connection went down */
-  rmx_listener_t *listener;
+  rmx_listener_t *listener; /* passive, while accepting */
+  rmx_listener_t *from;     /* passive: the listener that made it (counted there) */
+  rmx_list_t close_link;    /* in ctx->closing while an orderly close may wait */
+  uint64_t close_deadline;
   rmx_connect_cb on_connected;
   void *connect_arg;
   rmx_conn_cbs_t cbs;
@@ -247,8 +253,13 @@ struct rmx_ctx {
   uv_async_t async;
   uv_mutex_t post_lock;
   rmx_list_t posted;
-  int destroying;
+  int destroying;  /* no more posts (under post_lock) */
+  int dying;       /* rmx_ctx_destroy was called: finishing, then freed */
+  int running;     /* inside rmx_ctx_run */
+  int torn_down;
   int handles; /* internal uv handles not yet closed */
+  rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
+  uv_timer_t close_timer;
   rmx_tp_t *tp[RMX_TP_COUNT];
   const rmx_tp_ops_t *tp_ops[RMX_TP_COUNT];
   rmx_list_t conns;
@@ -281,6 +292,8 @@ void rmx__conn_unref_op(rmx_conn_t *c);
 void rmx__conn_down(rmx_conn_t *c, int status);
 void rmx__conn_bye_sent(rmx_conn_t *c);
 void rmx__conn_on_event(rmx_conn_t *c, const rmx_tp_ev_t *ev);
+void rmx__conn_close_expired(rmx_ctx_t *ctx);
+void rmx__ctx_conn_freed(rmx_ctx_t *ctx);
 
 void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer);
 void rmx__msg_recv(rmx_conn_t *c, const void *frame, size_t len);

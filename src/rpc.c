@@ -127,6 +127,11 @@ static void deadline_del(rmx__call_t *k)
 
 /* ---- ending calls ---- */
 
+/*
+ * The one place a call ends: out of every list that can still name it (its
+ * bucket, the deadlines, the deferred queue), so no other path finds it
+ * again, then its callback. Everything else finds a call by id.
+ */
 static void call_finish(rmx__call_t *k, int status, const void *data, size_t len)
 {
   rmx_conn_t *c = k->c;
@@ -134,6 +139,8 @@ static void call_finish(rmx__call_t *k, int status, const void *data, size_t len
   void *arg = k->arg;
   rmx_list_del(&k->link);
   deadline_del(k);
+  if (!rmx_list_empty(&k->defer.link))
+    rmx_list_del(&k->defer.link); /* a cancel's callback still queued */
   c->rpc_out--;
   rmx_list_push(&c->ctx->free_calls, &k->link);
   rmx__conn_unref_op(c);
@@ -182,7 +189,7 @@ static void req_sent(rmx_conn_t *c, int status, void *arg)
   if (!k)
     return; /* ended already */
   k->rndv_open = 0;
-  if (k->ending)
+  if (k->ending) /* a cancel or timeout waited for this, or is queued */
     call_finish(k, k->end_status, NULL, 0);
   else if (status)
     call_end(k, status, 1);
@@ -386,8 +393,7 @@ void rmx__rpc_fail_all(rmx_conn_t *c, int status)
   for (int i = 0; i < RMX_CALL_BUCKETS; i++)
     while ((n = c->calls[i].next) != &c->calls[i]) {
       rmx__call_t *k = rmx_container_of(n, rmx__call_t, link);
-      if (k->ending && !rmx_list_empty(&k->defer.link))
-        rmx_list_del(&k->defer.link); /* a cancel not yet delivered: deliver it now */
+      /* a cancel not yet delivered is delivered now, with its own status */
       call_finish(k, k->ending ? k->end_status : status, NULL, 0);
     }
 }

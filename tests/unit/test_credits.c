@@ -266,6 +266,16 @@ static void credits_ride_on_data(void **state)
   assert_int_equal(app.sent_ok, 1);
 }
 
+/* The peer's last credit is for credit returns: a CREDIT frame may use it. */
+static void credit_frame_may_use_the_last_credit(void **state)
+{
+  for (int i = 0; i < 3; i++)
+    inject(RMX_FR_DATA, 0, "c", 1);
+  inject(RMX_FR_CREDIT, 0, NULL, 0);
+  assert_false(fk.closed);
+  assert_int_equal(app.recvs, 3);
+}
+
 static void peer_over_its_credits_is_cut_off(void **state)
 {
   for (int i = 0; i < 3; i++)
@@ -273,12 +283,12 @@ static void peer_over_its_credits_is_cut_off(void **state)
   inject(RMX_FR_DATA, 0, "a", 1);
   inject(RMX_FR_DATA, 0, "b", 1); /* CREDIT(2) goes with our last credit */
   assert_int_equal(fk.nsent, 4);
-  for (int i = 0; i < 4; i++) /* four more fill the window we granted */
+  for (int i = 0; i < 3; i++) /* three more: all the window but its last credit */
     inject(RMX_FR_DATA, 0, "c", 1);
   assert_false(fk.closed);
-  inject(RMX_FR_DATA, 0, "d", 1); /* one more than allowed */
+  inject(RMX_FR_DATA, 0, "d", 1); /* data in the last credit, kept for CREDIT frames */
   assert_true(fk.closed);
-  assert_int_equal(app.recvs, 6);
+  assert_int_equal(app.recvs, 5);
   raise_closed();
   assert_int_equal(app.disconnects, 1);
   assert_int_equal(app.disconnect_status, RMX_EPROTO);
@@ -401,7 +411,8 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
   const struct CMUnitTest tests[] = {
     T(sender_keeps_one_credit_back), T(half_window_returns_credits), T(credits_ride_on_data),
-    T(peer_over_its_credits_is_cut_off), T(oversized_message_claim_closes), T(garbage_closes),
+    T(peer_over_its_credits_is_cut_off),
+    T(credit_frame_may_use_the_last_credit), T(oversized_message_claim_closes), T(garbage_closes),
     T(unknown_fin_closes), T(excess_credits_close), T(oversized_eager_frame_closes),
     T(rendezvous_keeps_order), T(large_send_waits_for_fin), T(over_maximum_refused_at_sender),
   };

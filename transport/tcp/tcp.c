@@ -971,7 +971,8 @@ static void parse(rmx_tp_conn_t *tc)
     const uint8_t *p = tc->rbuf + tc->rpos;
     uint32_t blen = rmx_get32(p);
     uint8_t kind = p[4];
-    const char *why = frame_check(tc, kind, blen);
+    const char *why = p[5] || rmx_get16(p + 6) ? "frame flags or reserved bits set"
+                                               : frame_check(tc, kind, blen);
     if (why) {
       tc_proto_fail(tc, why);
       return;

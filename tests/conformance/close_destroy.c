@@ -1,0 +1,263 @@
+/*
+ * Closing and destroying never wait on a peer forever, and destroy never
+ * runs the caller's loop. The peer that stops reading is a raw socket in a
+ * helper thread: it completes the TCP handshake (docs/protocol.md), offers
+ * big receive buffers, then never reads again, so the server's writes
+ * stall in the kernel. Every callback is counted: exactly once each, and
+ * nothing after on_closed.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <uv.h>
+
+#include <rmx/rmx.h>
+
+#define MSG (1000u << 10) /* one eager frame each, with 1 MiB buffers */
+#define NMSG 48           /* far more than loopback socket buffers hold */
+
+typedef struct world {
+  rmx_ctx_t *ctx;
+  uv_loop_t *loop; /* the caller's, or the context's own */
+  rmx_listener_t *l;
+  int port;
+  rmx_conn_t *c; /* the accepted connection */
+  int accepted, sent_ok, sent_err, closed, disconnects, after_closed;
+  int peer_up;   /* the raw peer finished its handshake */
+  int peer_quit; /* tells the raw peer to go */
+  pthread_t th;
+  uint8_t *msg;
+} world_t;
+
+static world_t W;
+
+static void put32(uint8_t *p, uint32_t v)
+{
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+  put32(p, (uint32_t)v);
+  put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* A handshake as docs/protocol.md describes it, then silence. */
+static void *stalled_peer(void *arg)
+{
+  world_t *w = arg;
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)w->port)};
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  uint8_t f[8 + 32] = {0}, *h = f + 8;
+  put32(f, 32);
+  f[4] = 1;                  /* HELLO */
+  put32(h, 0x31584d52u);     /* magic */
+  h[4] = 1;                  /* version */
+  put32(h + 8, 1u << 20);    /* eager size */
+  put32(h + 12, 64);         /* receive depth */
+  put64(h + 16, 1ull << 30); /* largest message */
+  put32(h + 24, 4);
+  put32(h + 28, 64);         /* remote window */
+  assert_int_equal(write(fd, f, sizeof(f)), (ssize_t)sizeof(f));
+  uint8_t ack[8 + 32];
+  size_t got = 0;
+  while (got < sizeof(ack)) {
+    ssize_t n = read(fd, ack + got, sizeof(ack) - got);
+    assert_true(n > 0);
+    got += (size_t)n;
+  }
+  assert_int_equal(ack[4], 2); /* HELLO_ACK */
+  __atomic_store_n(&w->peer_up, 1, __ATOMIC_SEQ_CST);
+  while (!__atomic_load_n(&w->peer_quit, __ATOMIC_SEQ_CST))
+    usleep(1000); /* never reads: the server's writes stall */
+  close(fd);
+  return NULL;
+}
+
+static void on_sent(rmx_conn_t *c, int status, void *arg)
+{
+  world_t *w = arg;
+  w->after_closed += w->closed;
+  if (status)
+    w->sent_err++;
+  else
+    w->sent_ok++;
+}
+
+static void on_closed(rmx_conn_t *c, void *arg)
+{
+  world_t *w = arg;
+  w->after_closed += w->closed;
+  w->closed++;
+}
+
+static void on_disc(rmx_conn_t *c, int status, void *arg)
+{
+  world_t *w = arg;
+  w->after_closed += w->closed;
+  w->disconnects++;
+}
+
+static void on_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
+{
+  world_t *w = arg;
+  rmx_conn_cbs_t cbs = {.on_disconnect = on_disc};
+  rmx_conn_set_cbs(c, &cbs, w);
+  w->c = c;
+  w->accepted++;
+}
+
+static void run_until(const int *counter, int want)
+{
+  while (__atomic_load_n(counter, __ATOMIC_SEQ_CST) < want)
+    uv_run(W.loop, UV_RUN_ONCE);
+}
+
+/* A context (on loop, or its own), a listener, and a stalled peer whose
+ * connection has NMSG big messages queued towards it. */
+static void world_up(uv_loop_t *loop)
+{
+  rmx_config_t cfg;
+  char uri[128];
+  memset(&W, 0, sizeof(W));
+  alarm(60); /* a hang fails the test */
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  cfg.eager_size = 1u << 20;
+  cfg.close_timeout_ms = 300;
+  assert_int_equal(rmx_ctx_create(&W.ctx, loop, &cfg), 0);
+  W.loop = rmx_ctx_loop(W.ctx);
+  assert_int_equal(rmx_listen(W.ctx, "tcp://127.0.0.1:0", on_accept, &W, &W.l), 0);
+  assert_int_equal(rmx_listener_uri(W.l, uri, sizeof(uri)), 0);
+  W.port = atoi(strrchr(uri, ':') + 1);
+  assert_int_equal(pthread_create(&W.th, NULL, stalled_peer, &W), 0);
+  run_until(&W.accepted, 1);
+  while (!__atomic_load_n(&W.peer_up, __ATOMIC_SEQ_CST))
+    uv_run(W.loop, UV_RUN_NOWAIT);
+  W.msg = calloc(1, MSG);
+  for (int i = 0; i < NMSG; i++)
+    assert_int_equal(rmx_send(W.c, W.msg, MSG, on_sent, &W), 0);
+  /* let the kernel take what it will */
+  for (int i = 0; i < 50; i++)
+    uv_run(W.loop, UV_RUN_NOWAIT);
+  assert_true(W.sent_ok < NMSG); /* the peer really stalls us */
+}
+
+static void world_down(void)
+{
+  __atomic_store_n(&W.peer_quit, 1, __ATOMIC_SEQ_CST);
+  pthread_join(W.th, NULL);
+  free(W.msg);
+  alarm(0);
+}
+
+/* Every send ended once, on_closed once, nothing after it. */
+static void check_ended(void)
+{
+  assert_int_equal(W.sent_ok + W.sent_err, NMSG);
+  assert_true(W.sent_err > 0);
+  assert_int_equal(W.closed, 1);
+  assert_int_equal(W.after_closed, 0);
+  assert_int_equal(W.disconnects, 0); /* closed by us: on_closed, not on_disconnect */
+}
+
+static void close_is_bounded_when_the_peer_stops_reading(void **state)
+{
+  world_up(NULL);
+  assert_int_equal(rmx_conn_close(W.c, on_closed, &W), 0);
+  run_until(&W.closed, 1);
+  check_ended();
+  rmx_listener_close(W.l);
+  assert_int_equal(rmx_ctx_destroy(W.ctx), 0);
+  world_down();
+}
+
+/* Destroy right after close: it finishes the close (within the timeout). */
+static void destroy_is_bounded_when_the_peer_stops_reading(void **state)
+{
+  world_up(NULL);
+  assert_int_equal(rmx_conn_close(W.c, on_closed, &W), 0);
+  rmx_listener_close(W.l);
+  assert_int_equal(rmx_ctx_destroy(W.ctx), 0);
+  check_ended();
+  world_down();
+}
+
+/* ---- destroy never runs the caller's loop ---- */
+
+static int in_destroy, ran_in_destroy;
+static void check_cb(uv_check_t *h) { ran_in_destroy += in_destroy; }
+
+static void destroy_never_runs_the_callers_loop(void **state)
+{
+  uv_loop_t loop;
+  uv_check_t check;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  uv_check_init(&loop, &check);
+  uv_check_start(&check, check_cb);
+  uv_unref((uv_handle_t *)&check);
+  world_up(&loop);
+  assert_int_equal(rmx_conn_close(W.c, on_closed, &W), 0);
+  rmx_listener_close(W.l);
+  in_destroy = 1;
+  assert_int_equal(rmx_ctx_destroy(W.ctx), 0);
+  in_destroy = 0;
+  assert_int_equal(ran_in_destroy, 0);
+  assert_int_equal(W.closed, 0); /* on_closed comes from the loop, later */
+  uv_run(&loop, UV_RUN_DEFAULT);  /* returns once the context is gone */
+  check_ended();
+  uv_close((uv_handle_t *)&check, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0); /* nothing of rmx is left on it */
+  world_down();
+}
+
+/* ---- destroy from inside a callback of rmx_ctx_run ---- */
+
+static void destroy_in_on_closed(rmx_conn_t *c, void *arg)
+{
+  on_closed(c, arg);
+  assert_int_equal(rmx_ctx_destroy(W.ctx), 0);
+  assert_int_equal(rmx_ctx_destroy(W.ctx), RMX_EALREADY);
+}
+
+static void close_in_timer(uv_timer_t *t)
+{
+  rmx_listener_close(W.l);
+  assert_int_equal(rmx_conn_close(W.c, destroy_in_on_closed, &W), 0);
+  uv_close((uv_handle_t *)t, NULL);
+}
+
+static void destroy_from_a_callback_inside_run(void **state)
+{
+  uv_timer_t t;
+  world_up(NULL);
+  uv_timer_init(W.loop, &t);
+  uv_timer_start(&t, close_in_timer, 1, 0);
+  assert_int_equal(rmx_ctx_run(W.ctx), 0); /* returns with the context destroyed */
+  check_ended();
+  world_down();
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(close_is_bounded_when_the_peer_stops_reading),
+    cmocka_unit_test(destroy_is_bounded_when_the_peer_stops_reading),
+    cmocka_unit_test(destroy_never_runs_the_callers_loop),
+    cmocka_unit_test(destroy_from_a_callback_inside_run),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
