@@ -30,6 +30,7 @@ static rmx_conn_t *conn_new(rmx_ctx_t *ctx, int tpi)
   rmx_list_init(&c->rxq);
   rmx_list_init(&c->rmaq);
   rmx_list_init(&c->reqq);
+  rmx_list_init(&c->reqs_out);
   for (int i = 0; i < RMX_CALL_BUCKETS; i++)
     rmx_list_init(&c->calls[i]);
   rmx_list_init(&c->close_link);
@@ -395,6 +396,7 @@ static void deferred_free(rmx__deferred_t *d)
      * answered; it ends with the context. */
     RMX_LOG(ctx, WARN, "connection %p freed with %u RPC requests never answered", (void *)c,
             c->ops_out);
+    rmx__rpc_drop_unanswered(c);
   }
   c->freeing = 1; /* on_closed may destroy the context: not again */
   if (c->on_closed)

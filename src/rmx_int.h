@@ -234,6 +234,7 @@ struct rmx_conn {
   rmx_list_t rxq;       /* inbound messages held for in-order delivery */
   rmx_list_t rmaq;      /* one-sided operations waiting for send-queue room */
   rmx_list_t reqq;      /* RPC requests waiting for a handler slot */
+  rmx_list_t reqs_out;  /* RPC requests with their handlers, not yet answered */
   rmx_list_t calls[RMX_CALL_BUCKETS]; /* our RPC calls by id */
   uint32_t rpc_out, rpc_in;
   uint64_t next_call;
@@ -311,6 +312,8 @@ int rmx__rpc_deliver(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const
                      size_t len);
 void rmx__rpc_resume(rmx_conn_t *c);
 void rmx__rpc_fail_all(rmx_conn_t *c, int status);
+/* The context is being destroyed: requests never answered end with it. */
+void rmx__rpc_drop_unanswered(rmx_conn_t *c);
 void rmx__rpc_ctx_init(rmx_ctx_t *ctx);
 void rmx__rpc_ctx_fini(rmx_ctx_t *ctx);
 void rmx__rma_progress(rmx_conn_t *c);

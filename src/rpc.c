@@ -250,6 +250,7 @@ int rmx_rpc_cancel(rmx_conn_t *c, uint64_t call)
 static void req_release(rmx_rpc_req_t *r)
 {
   rmx_conn_t *c = r->c;
+  rmx_list_del(&r->link); /* from reqs_out */
   c->rpc_in--;
   rmx_list_push(&c->ctx->free_reqs, &r->link);
   rmx__rpc_resume(c);
@@ -324,6 +325,7 @@ static void dispatch(rmx_conn_t *c, const rmx_wire_rpc_t *x, const void *data, s
   }
   r->c = c;
   r->call_id = x->call_id;
+  rmx_list_push(&c->reqs_out, &r->link);
   c->rpc_in++;
   c->ops_out++; /* the request keeps the connection until answered */
   h->fn(r, data, len, h->arg);
@@ -396,6 +398,16 @@ void rmx__rpc_fail_all(rmx_conn_t *c, int status)
       /* a cancel not yet delivered is delivered now, with its own status */
       call_finish(k, k->ending ? k->end_status : status, NULL, 0);
     }
+}
+
+void rmx__rpc_drop_unanswered(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&c->reqs_out)) != NULL) {
+    free(rmx_container_of(n, rmx_rpc_req_t, link));
+    c->rpc_in--;
+    c->ops_out--;
+  }
 }
 
 void rmx__rpc_ctx_init(rmx_ctx_t *ctx)

@@ -209,11 +209,22 @@ RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
 /**
  * @brief Destroy a context.
  *
- * Every listener and connection must have been closed first. Connections
- * whose close is still in flight are finished here (their callbacks run).
- * With the caller's loop, the caller runs that loop once more afterwards so
- * libuv can release the context's handles.
- * @return 0, or @ref RMX_EBUSY while a listener or connection is open.
+ * Every listener and connection must have been closed first. Closes still
+ * in flight finish, each within the close timeout (RMX_CLOSE_TIMEOUT_MS),
+ * and every callback still owed runs exactly once; RPC requests whose
+ * handlers never answered end with the context (their rmx_rpc_req_t
+ * handles become invalid). Destroy never runs the caller's loop:
+ * - private loop, called outside rmx_ctx_run(): it runs that loop until
+ *   everything is closed, then frees the context before returning;
+ * - private loop, called from a callback: rmx_ctx_run() finishes the job
+ *   and returns;
+ * - the caller's loop: it returns at once; the remaining callbacks
+ *   (on_closed) run as the caller keeps running the loop, and the context
+ *   frees itself when its last handle closes (uv_run then returns if
+ *   nothing else is active on the loop).
+ * In every case the context must not be used after the call.
+ * @return 0, @ref RMX_EBUSY while a listener or connection is open,
+ *         @ref RMX_EALREADY when destruction already began.
  */
 RMX_API int rmx_ctx_destroy(rmx_ctx_t *ctx);
 

@@ -251,6 +251,56 @@ static void destroy_from_a_callback_inside_run(void **state)
   world_down();
 }
 
+/* ---- a request its handler never answers does not keep destroy waiting ---- */
+
+static rmx_rpc_req_t *held_req;
+static int held_calls_ended, held_client_closed;
+
+static void hold_handler(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
+{
+  held_req = req; /* never answered */
+}
+
+static void held_reply(rmx_conn_t *c, int status, const void *data, size_t len, void *arg)
+{
+  held_calls_ended++;
+}
+
+static void held_client_on_closed(rmx_conn_t *c, void *arg) { held_client_closed++; }
+
+static void held_connected(rmx_conn_t *c, int status, void *arg)
+{
+  assert_int_equal(status, 0);
+  assert_int_equal(rmx_rpc_call(c, 9, "q", 1, 0, held_reply, NULL, NULL), 0);
+}
+
+static void destroy_with_an_unanswered_request(void **state)
+{
+  rmx_conn_t *cl;
+  char uri[128];
+  memset(&W, 0, sizeof(W));
+  held_req = NULL;
+  held_calls_ended = held_client_closed = 0;
+  alarm(60);
+  assert_int_equal(rmx_ctx_create(&W.ctx, NULL, NULL), 0);
+  W.loop = rmx_ctx_loop(W.ctx);
+  assert_int_equal(rmx_rpc_register(W.ctx, 9, hold_handler, NULL), 0);
+  assert_int_equal(rmx_listen(W.ctx, "tcp://127.0.0.1:0", on_accept, &W, &W.l), 0);
+  assert_int_equal(rmx_listener_uri(W.l, uri, sizeof(uri)), 0);
+  assert_int_equal(rmx_connect(W.ctx, uri, held_connected, NULL, &cl), 0);
+  while (!held_req)
+    uv_run(W.loop, UV_RUN_ONCE);
+  assert_int_equal(rmx_conn_close(cl, held_client_on_closed, NULL), 0);
+  assert_int_equal(rmx_conn_close(W.c, on_closed, &W), 0);
+  rmx_listener_close(W.l);
+  assert_int_equal(rmx_ctx_destroy(W.ctx), 0); /* returns: LSan checks nothing leaked */
+  assert_int_equal(held_calls_ended, 1);
+  assert_int_equal(held_client_closed, 1);
+  assert_int_equal(W.closed, 1);
+  assert_int_equal(W.after_closed, 0);
+  alarm(0);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -258,6 +308,7 @@ int main(void)
     cmocka_unit_test(destroy_is_bounded_when_the_peer_stops_reading),
     cmocka_unit_test(destroy_never_runs_the_callers_loop),
     cmocka_unit_test(destroy_from_a_callback_inside_run),
+    cmocka_unit_test(destroy_with_an_unanswered_request),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
