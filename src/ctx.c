@@ -1,5 +1,6 @@
 /* Context: configuration, the loop, deferred work, cross-thread posts. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,21 @@ int rmx__ctx_tp(rmx_ctx_t *ctx, rmx__scheme_t scheme, int *tpi)
   return 0;
 }
 
+/*
+ * libuv writes to sockets with write(2), so writing to a peer that went
+ * away raises SIGPIPE, whose default action ends the process: any peer
+ * could kill an rmx server. If the program left SIGPIPE at its default,
+ * rmx ignores it (process-wide; write errors are reported as usual); a
+ * disposition the program chose is left alone.
+ */
+static void sigpipe_ignore(void)
+{
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
+      sa.sa_handler == SIG_DFL)
+    signal(SIGPIPE, SIG_IGN);
+}
+
 int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *cfg)
 {
   rmx_ctx_t *ctx;
@@ -263,6 +279,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   }
   if ((rc = config_check(&ctx->cfg)) != 0)
     goto err_free;
+  sigpipe_ignore();
 
   if (loop) {
     ctx->loop = loop;
@@ -424,7 +441,7 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
     return RMX_EINVAL;
   if (ctx->dying)
     return RMX_EALREADY;
-  if (!rmx_list_empty(&ctx->listeners))
+  if (!rmx_list_empty(&ctx->listeners) || ctx->nmems)
     return RMX_EBUSY;
   rmx_list_foreach(n, &ctx->conns) {
     if (!rmx_container_of(n, rmx_conn_t, link)->user_closed)

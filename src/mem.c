@@ -79,6 +79,7 @@ int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access, rmx_mem
   m->addr = addr;
   m->len = len;
   m->access = access;
+  ctx->nmems++;
   int rc = reg_missing(m);
   if (rc) {
     rmx_mem_dereg(m);
@@ -95,6 +96,7 @@ void rmx_mem_dereg(rmx_mem_t *m)
   for (int i = 0; i < RMX_TP_COUNT; i++)
     if (m->reg[i])
       m->ctx->tp_ops[i]->mem_dereg(m->reg[i]);
+  m->ctx->nmems--;
   free(m);
 }
 

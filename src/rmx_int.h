@@ -258,6 +258,7 @@ struct rmx_ctx {
   int dying;       /* rmx_ctx_destroy was called: finishing, then freed */
   int running;     /* inside rmx_ctx_run */
   int torn_down;
+  uint32_t nmems;  /* user registrations not yet released */
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
   uv_timer_t close_timer;

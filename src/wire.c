@@ -142,6 +142,10 @@ int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **wh
   case RMX_FR_FIN:
     f->u.fin.id = rmx_get64(p);
     f->u.fin.status = (int32_t)rmx_get32(p + 8);
+    if (rmx_get32(p + 12) != 0) {
+      *why = "FIN with nonzero reserved bytes";
+      return RMX_EPROTO;
+    }
     break;
   default:
     break;

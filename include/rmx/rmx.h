@@ -209,7 +209,8 @@ RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
 /**
  * @brief Destroy a context.
  *
- * Every listener and connection must have been closed first. Closes still
+ * Every listener, connection and registration (rmx_mem_reg) must have been
+ * closed or released first. Closes still
  * in flight finish, each within the close timeout (RMX_CLOSE_TIMEOUT_MS),
  * and every callback still owed runs exactly once; RPC requests whose
  * handlers never answered end with the context (their rmx_rpc_req_t
@@ -223,7 +224,7 @@ RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
  *   frees itself when its last handle closes (uv_run then returns if
  *   nothing else is active on the loop).
  * In every case the context must not be used after the call.
- * @return 0, @ref RMX_EBUSY while a listener or connection is open,
+ * @return 0, @ref RMX_EBUSY while a listener, connection or registration is open,
  *         @ref RMX_EALREADY when destruction already began.
  */
 RMX_API int rmx_ctx_destroy(rmx_ctx_t *ctx);
@@ -377,7 +378,9 @@ enum {
 
 /**
  * @brief Register @p len bytes at @p addr with the transports in use.
- * The memory must stay mapped until rmx_mem_dereg().
+ * The memory must stay mapped until rmx_mem_dereg(). With remote rights,
+ * any peer of the context holding the packed key may use it, on any
+ * connection, until then (docs/security.md).
  * @return 0, @ref RMX_EINVAL, @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (the
  *         locked-memory limit is too low), @ref RMX_ENODEV
  */
@@ -385,7 +388,13 @@ RMX_API int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access,
                         rmx_mem_t **m);
 
 /** @brief Release a registration. Peers holding its key get
- *  @ref RMX_EACCES from then on. Operations using it must have completed. */
+ *  @ref RMX_EACCES from then on, and rmx never touches the memory again
+ *  after this returns, so it may be freed at once. A peer's remote access
+ *  in progress on it fails: over TCP a read not yet started or a write
+ *  still arriving gets @ref RMX_EACCES; a read whose data is already queued
+ *  on the socket, and any access on RDMA (the device's remote access
+ *  error), ends that peer's connection. Local operations using it must
+ *  have completed. */
 RMX_API void rmx_mem_dereg(rmx_mem_t *m);
 
 /**

@@ -4,13 +4,16 @@
  * registered memory after checking the key, the scope, the bounds and the
  * rights.
  *
- * The target never writes from memory it does not own at the time: a read
- * is answered in chunks copied into a bounce buffer one at a time, each
- * after checking the registration is still there, so memory released (or
- * freed by its owner) while a peer is reading it is never sent. A write
- * streams into place only while its registration lives. Requests a peer
- * may have outstanding here are bounded (rma_window); past that the peer
- * is cut off.
+ * The target never sends memory it no longer owns. A read is answered in
+ * chunks written straight from the registered memory (no copy), a few at a
+ * time, each after checking the registration still stands. Deregistering
+ * memory while a chunk of it is in the socket's queue shuts the socket's
+ * write side at once (the kernel then never reads that memory again) and
+ * ends the connection: a peer that sends the FIN of a rendezvous before it
+ * has read the message, so that the sender frees the buffer, only cuts
+ * itself off. A write streams into place only while its registration
+ * lives. Requests a peer may have outstanding here are bounded
+ * (rma_window); past that the peer is cut off.
  *
  * Stream framing: u32 body length, u8 kind, u8 flags, u16 reserved, body.
  * A peer that sends anything else is cut off; see docs/protocol.md.
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #include "../../src/list.h"
@@ -34,6 +38,7 @@
 #define TF_HELLO_MAX 256
 #define TF_MAX_IO (1u << 30) /* largest single remote write */
 #define TF_CHUNK (256u << 10) /* read response data per frame */
+#define TF_CHUNKS_OUT 4       /* read response frames queued at once per connection */
 #define FREE_KEEP 256         /* request records kept for reuse */
 #define RBUF_EXTRA (64u << 10)
 #define MEM_BUCKETS 1024
@@ -59,7 +64,7 @@ typedef struct wreq {
   rmx_tp_conn_t *tc;
   void *op;         /* W_SEND: the core's op; W_RESP: the srv_t answered */
   wkind_t kind;
-  uint8_t data;     /* W_RESP: carries bounce-buffer data */
+  uint8_t data;     /* W_RESP: carries data from registered memory */
   uint8_t last;     /* W_RESP: the answer's final frame */
   uint8_t hdr[TF_HDR + TF_ATREQ_LEN];
 } wreq_t;
@@ -77,6 +82,7 @@ typedef struct srv {
   uintptr_t addr;     /* reads: next byte to send */
   size_t left;        /* reads: bytes not yet sent */
   uint64_t old;       /* atomics */
+  uint32_t inflight;  /* reads: chunks handed to the socket, not yet written */
 } srv_t;
 
 /* A remote operation we asked for, waiting for its response. The peer
@@ -124,9 +130,10 @@ struct rmx_tp {
   rmx_list_t free_w, free_rd, free_srv;
   uint32_t nfree_w, nfree_rd, nfree_srv;
   rmx_list_t mem[MEM_BUCKETS];
+  rmx_list_t conns; /* every rmx_tp_conn_t not yet freed */
   uint64_t next_serial;
   uint32_t live; /* listeners and connections not yet freed */
-  int finishing;
+  int finishing, warn;
   rmx__ratelimit_t rl_refused, rl_handshakes;
 };
 
@@ -162,8 +169,9 @@ struct rmx_tp_conn {
   rmx_list_t srvq;     /* requests served, answers not yet fully written */
   rmx_list_t srv_sent; /* answers written, writes not yet complete */
   uint32_t nsrv;       /* both: counts against the window */
-  uint8_t srv_busy;    /* a read answer's chunk is being written */
-  uint8_t *bounce;     /* TF_CHUNK bytes while reads are served */
+  uint32_t chunks_out;  /* read answer chunks handed to the socket */
+  uint8_t cut;         /* write side shut: memory it wrote from was released */
+  rmx_list_t tp_link;  /* in tp->conns */
 };
 
 static void tp_unlive(rmx_tp_t *tp);
@@ -257,7 +265,7 @@ static void tc_free(rmx_tp_conn_t *tc)
     mem_unuse(tc->sink.m);
   if (tc->owner)
     raise_ev(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
-  free(tc->bounce);
+  rmx_list_del(&tc->tp_link);
   free(tc->rbuf);
   free(tc);
   tp_unlive(tp);
@@ -323,8 +331,10 @@ static void write_cb(uv_write_t *req, int status)
   switch (kind) {
   case W_RESP: {
     srv_t *sv = op;
-    if (data)
-      tc->srv_busy = 0; /* the bounce buffer is free again */
+    if (data) {
+      tc->chunks_out--;
+      sv->inflight--;
+    }
     if (last) {
       rmx_list_del(&sv->link);
       srv_free(tc, sv);
@@ -612,15 +622,16 @@ static void srv_free(rmx_tp_conn_t *tc, srv_t *sv)
 }
 
 /*
- * Write answers in request order. A read's data goes one chunk at a time
- * through the bounce buffer, copied only after checking the registration
- * still stands; deregistered under the reader, the rest of the read is
- * refused with RMX_EACCES.
+ * Write answers in request order. A read's data goes a chunk at a time,
+ * straight from the registered memory, after checking the registration
+ * still stands; deregistered before a chunk went, the rest of the read is
+ * refused with RMX_EACCES (see tcp_mem_dereg for chunks already queued).
  */
 static void srv_pump(rmx_tp_conn_t *tc)
 {
   rmx_list_t *n;
-  while (!tc->srv_busy && !tc->dead && !tc->closing && (n = tc->srvq.next) != &tc->srvq) {
+  while (tc->chunks_out < TF_CHUNKS_OUT && !tc->dead && !tc->closing && !tc->cut &&
+         (n = tc->srvq.next) != &tc->srvq) {
     srv_t *sv = rmx_container_of(n, srv_t, link);
     size_t chunk = 0;
     if (!sv->ready)
@@ -631,10 +642,6 @@ static void srv_pump(rmx_tp_conn_t *tc)
     }
     if (sv->kind == TF_RD_RESP && sv->status == 0)
       chunk = sv->left < TF_CHUNK ? sv->left : TF_CHUNK;
-    if (chunk && !tc->bounce && !(tc->bounce = malloc(TF_CHUNK))) {
-      tc_fail(tc, RMX_ENOMEM);
-      return;
-    }
     wreq_t *w = wreq_get(tc, W_RESP, sv);
     if (!w) {
       tc_fail(tc, RMX_ENOMEM);
@@ -649,13 +656,13 @@ static void srv_pump(rmx_tp_conn_t *tc)
       rmx_put64(w->hdr + TF_HDR + 16, sv->old);
     }
     uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)(TF_HDR + sub)),
-                        uv_buf_init((char *)tc->bounce, (unsigned)chunk)};
+                        uv_buf_init((char *)sv->addr, (unsigned)chunk)};
     if (chunk) {
-      memcpy(tc->bounce, (const void *)sv->addr, chunk);
       sv->addr += chunk;
       sv->left -= chunk;
+      sv->inflight++;
+      tc->chunks_out++;
       w->data = 1;
-      tc->srv_busy = 1;
     }
     w->last = sv->kind != TF_RD_RESP || sv->status || sv->left == 0;
     if (w->last) { /* counted until this write completes */
@@ -664,14 +671,51 @@ static void srv_pump(rmx_tp_conn_t *tc)
     }
     int rc = write_bufs(tc, w, bufs, chunk ? 2 : 1);
     if (rc) {
+      if (chunk) {
+        sv->inflight--;
+        tc->chunks_out--;
+      }
       tc_fail(tc, rc);
       return;
     }
   }
-  if (!tc->srv_busy && tc->bounce && rmx_list_empty(&tc->srvq)) {
-    free(tc->bounce); /* idle connections do not keep it */
-    tc->bounce = NULL;
-  }
+}
+
+/* Does tc have data of m queued in its socket? */
+static int sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m)
+{
+  rmx_list_t *lists[2] = {&tc->srvq, &tc->srv_sent}, *n;
+  for (int i = 0; i < 2; i++)
+    rmx_list_foreach(n, lists[i]) {
+      srv_t *sv = rmx_container_of(n, srv_t, link);
+      if (sv->m == m && sv->inflight)
+        return 1;
+    }
+  return 0;
+}
+
+static void cut_cb(uv_timer_t *t) { tc_fail(t->data, RMX_EACCES); }
+
+/* Memory whose data tc's socket still has queued is going away: shut the
+ * write side now, so no write reads it again (they fail with EPIPE, which
+ * the library's SIGPIPE setting makes harmless), and end the connection
+ * from the loop (not from inside mem_dereg). */
+static void cut_writes(rmx_tp_conn_t *tc)
+{
+  uv_os_fd_t fd;
+  if (tc->cut || tc->closing)
+    return;
+  tc->cut = 1;
+  if (uv_fileno((uv_handle_t *)&tc->h, &fd) == 0)
+    shutdown(fd, SHUT_WR);
+  char peer[80] = "?";
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+  if (uv_tcp_getpeername(&tc->h, (struct sockaddr *)&ss, &len) == 0)
+    rmx__sa_str((struct sockaddr *)&ss, peer, sizeof(peer));
+  RMX_LOG(tc->tp->ctx, WARN, "tcp: memory %s was reading was released while its data was being "
+          "sent (a rendezvous FIN before the data arrived?): closing the connection", peer);
+  uv_timer_start(&tc->timer, cut_cb, 0, 0);
 }
 
 static void serve_read(rmx_tp_conn_t *tc, const uint8_t *b)
@@ -695,12 +739,16 @@ static void serve_atomic(rmx_tp_conn_t *tc, const uint8_t *b)
 {
   uint64_t addr = rmx_get64(b + 8), old = 0;
   uint32_t kind = rmx_get32(b + 24);
+  if (rmx_get32(b + 28) != 0) {
+    tc_proto_fail(tc, "malformed atomic request");
+    return;
+  }
   srv_t *sv = srv_new(tc, TF_AT_RESP, rmx_get64(b));
   if (!sv)
     return;
   rmx_tp_mem_t *m = check_access(tc, rmx_get64(b + 16), addr, 8, RMX_TP_ACC_REMOTE_ATOMIC,
                                  "atomic", &sv->status);
-  if (m && (addr % 8 || kind > RMX_TP_CSWAP || rmx_get32(b + 28) != 0))
+  if (m && (addr % 8 || kind > RMX_TP_CSWAP))
     sv->status = RMX_EINVAL;
   if (m && sv->status == 0) {
     uint64_t *word = (uint64_t *)(uintptr_t)addr;
@@ -1042,6 +1090,7 @@ static rmx_tp_conn_t *tc_new(rmx_tp_t *tp)
   rmx_list_init(&tc->lst_link);
   rmx_list_init(&tc->srvq);
   rmx_list_init(&tc->srv_sent);
+  rmx_list_push(&tp->conns, &tc->tp_link);
   tc->serial = ++tp->next_serial;
   uv_tcp_init(tp->loop, &tc->h);
   uv_timer_init(tp->loop, &tc->timer);
@@ -1238,10 +1287,18 @@ static int tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
  * stops (they check m->dead and go no further). */
 static void tcp_mem_dereg(rmx_tp_mem_t *m)
 {
+  rmx_list_t *n;
   rmx_list_del(&m->link);
   m->dead = 1;
-  if (m->uses == 0)
+  if (m->uses == 0) {
     free(m);
+    return;
+  }
+  rmx_list_foreach(n, &m->tp->conns) {
+    rmx_tp_conn_t *tc = rmx_container_of(n, rmx_tp_conn_t, tp_link);
+    if (sends_from(tc, m))
+      cut_writes(tc);
+  }
 }
 
 static uint64_t tcp_mem_rkey(const rmx_tp_mem_t *m) { return m->key; }
@@ -1258,6 +1315,7 @@ static int tcp_init(rmx_ctx_t *ctx, rmx_tp_t **out)
   rmx_list_init(&tp->free_w);
   rmx_list_init(&tp->free_rd);
   rmx_list_init(&tp->free_srv);
+  rmx_list_init(&tp->conns);
   for (int i = 0; i < MEM_BUCKETS; i++)
     rmx_list_init(&tp->mem[i]);
   *out = tp;
@@ -1275,7 +1333,8 @@ static void tp_free(rmx_tp_t *tp)
     free(rmx_container_of(n, srv_t, link));
   for (int i = 0; i < MEM_BUCKETS; i++)
     while ((n = rmx_list_pop(&tp->mem[i])) != NULL) {
-      RMX_LOG(tp->ctx, WARN, "tcp: a registration was never released");
+      if (tp->warn) /* tp->ctx may be gone: the instance can outlive it */
+        rmx__log(NULL, RMX_LOG_WARN, "tcp: a registration was never released");
       free(rmx_container_of(n, rmx_tp_mem_t, link));
     }
   free(tp);
@@ -1292,6 +1351,7 @@ static void tp_unlive(rmx_tp_t *tp)
 static void tcp_fini(rmx_tp_t *tp)
 {
   tp->finishing = 1;
+  tp->warn = rmx__ctx_cfg(tp->ctx)->log_level >= RMX_LOG_WARN;
   if (tp->live == 0)
     tp_free(tp);
 }
