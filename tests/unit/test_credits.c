@@ -33,6 +33,9 @@ static struct fake {
   void *read_dst;
   size_t read_len;
   uint64_t read_addr;
+  int regs, deregs;         /* registrations made and released */
+  rmx_tp_conn_t *reg_scope; /* the last one's scope */
+  unsigned reg_access;
 } fk;
 
 static struct app {
@@ -88,10 +91,13 @@ static struct rmx_tp_mem fake_mem;
 static int fk_mem_reg(rmx_tp_t *tp, void *a, size_t l, unsigned acc, rmx_tp_conn_t *scope,
                       rmx_tp_mem_t **out)
 {
+  fk.regs++;
+  fk.reg_scope = scope;
+  fk.reg_access = acc;
   *out = &fake_mem;
   return 0;
 }
-static void fk_mem_dereg(rmx_tp_mem_t *m) {}
+static void fk_mem_dereg(rmx_tp_mem_t *m) { fk.deregs++; }
 static uint64_t fk_mem_rkey(const rmx_tp_mem_t *m) { return 42; }
 
 static const rmx_tp_ops_t fake_ops = {
@@ -100,6 +106,10 @@ static const rmx_tp_ops_t fake_ops = {
   .accept = fk_accept, .reject = fk_reject, .close = fk_close, .send = fk_send, .read = fk_read, .flush = fk_flush,
   .mem_reg = fk_mem_reg, .mem_dereg = fk_mem_dereg, .mem_rkey = fk_mem_rkey,
 };
+
+/* The same, as a transport whose local buffers must be registered (verbs),
+ * so the registration cache is in play. */
+static rmx_tp_ops_t fake_reg_ops;
 
 /* ---- the application ---- */
 
@@ -189,7 +199,9 @@ static int setup(void **state)
   cfg.max_msg_size = 1 << 20;
   cfg.log_level = RMX_LOG_NONE;
   assert_int_equal(rmx_ctx_create(&app.ctx, NULL, &cfg), 0);
-  app.ctx->tp_ops[RMX_TP_TCP] = &fake_ops;
+  fake_reg_ops = fake_ops;
+  fake_reg_ops.flags = RMX_TP_F_LOCAL_REG;
+  app.ctx->tp_ops[RMX_TP_TCP] = *state ? &fake_reg_ops : &fake_ops;
   assert_int_equal(rmx_connect(app.ctx, "tcp://127.0.0.1:9", on_connected, NULL, &app.c), 0);
   while (!fk.owner)
     uv_run(rmx_ctx_loop(app.ctx), UV_RUN_ONCE);
@@ -397,6 +409,34 @@ static void large_send_waits_for_fin(void **state)
   expect_cut_off();
 }
 
+/*
+ * The memory a peer reads for a rendezvous is registered for that message
+ * and that connection only, and released when the FIN comes: never cached
+ * (a cached registration stayed readable after the send, by any QP of the
+ * PD), even on a transport whose buffers are cached.
+ */
+static void rendezvous_source_scoped_to_the_message(void **state)
+{
+  static uint8_t big[4000];
+  for (int round = 0; round < 2; round++) {
+    int regs = fk.regs, deregs = fk.deregs;
+    assert_int_equal(rmx_send(app.c, big, sizeof(big), on_sent, NULL), 0);
+    assert_int_equal(fk.regs, regs + 1); /* the same buffer again: registered again */
+    assert_ptr_equal(fk.reg_scope, &fk.tc);
+    assert_true(fk.reg_access & RMX_TP_ACC_REMOTE_READ);
+    rmx_frame_t f = frame_at(fk.nsent - 1);
+    assert_int_equal(f.type, RMX_FR_RTS);
+    complete_sends(0);
+    assert_int_equal(fk.deregs, deregs); /* in use until the FIN */
+    uint8_t b[64];
+    rmx_wire_fin_t fin = {.id = f.u.rts.id};
+    size_t n = rmx_wire_fin_encode(b, 1, &fin);
+    ev(RMX_TP_EV_RECV, 0, NULL, b, n);
+    assert_int_equal(fk.deregs, deregs + 1);
+    assert_int_equal(app.sent_ok, round + 1);
+  }
+}
+
 static void over_maximum_refused_at_sender(void **state)
 {
   static uint8_t big[1];
@@ -415,6 +455,9 @@ int main(void)
     T(credit_frame_may_use_the_last_credit), T(oversized_message_claim_closes), T(garbage_closes),
     T(unknown_fin_closes), T(excess_credits_close), T(oversized_eager_frame_closes),
     T(rendezvous_keeps_order), T(large_send_waits_for_fin), T(over_maximum_refused_at_sender),
+    T(rendezvous_source_scoped_to_the_message),
+    {"rendezvous_source_scoped_to_the_message (cached transport)",
+     rendezvous_source_scoped_to_the_message, setup, teardown, (void *)1},
   };
   return cmocka_run_group_tests_name("credits", tests, NULL, NULL);
 }
