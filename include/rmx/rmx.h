@@ -288,8 +288,12 @@ RMX_API void rmx_conn_set_cbs(rmx_conn_t *c, const rmx_conn_cbs_t *cbs, void *ar
 /**
  * @brief Close a connection. Operations still pending complete with
  * @ref RMX_ECANCELED; messages already handed to the transport are delivered
- * before the peer sees the close. @p on_closed runs after every other
- * callback of this connection.
+ * before the peer sees the close. If the peer does not let the close finish
+ * (it stops reading), the connection is cut after RMX_CLOSE_TIMEOUT_MS and
+ * what is outstanding fails. @p on_closed runs after every other callback
+ * of this connection, and only once every RPC request its handlers received
+ * has been answered (rmx_rpc_reply() after the close returns
+ * @ref RMX_ENOTCONN and releases the request) or the context is destroyed.
  * @return 0, or @ref RMX_EALREADY when already closing.
  */
 RMX_API int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg);
