@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <rmx/rmx.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #ifdef RMX_HAVE_VERBS
@@ -132,5 +133,12 @@ int main(void)
          (const char *[]){"none", "error", "warn", "info", "debug", "trace"}[cfg.log_level],
          cfg.progress == RMX_PROGRESS_POLL ? "poll" : "event",
          cfg.device[0] ? cfg.device : "(by route)");
+  /* Never the secret itself: whether one is set, and where it comes from. */
+  const char *sf = getenv("RMX_AUTH_SECRET_FILE");
+  printf("  RMX_AUTH_SECRET_FILE=%s%s\n", sf && *sf ? sf : "(unset)",
+         cfg.auth_secret[0] ? " (peer authentication on)"
+         : sf && *sf      ? " (not usable: see the error above)"
+                          : " (no peer authentication)");
+  memset(cfg.auth_secret, 0, sizeof(cfg.auth_secret));
   return rc ? 1 : 0;
 }

@@ -83,7 +83,7 @@ static int hello_check(rmx_ctx_t *ctx, const char *who, const void *data, size_t
             (unsigned long long)h->max_msg, h->rma_window);
     return RMX_EPROTO;
   }
-  if (h->flags != 0) {
+  if (h->flags & ~RMX_HELLO_F_AUTH) {
     RMX_LOG(ctx, ERROR, "%s set handshake flags 0x%x that this version does not know: refused",
             who, h->flags);
     return RMX_EPROTO;
@@ -171,7 +171,8 @@ void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, s
   rmx_ctx_t *ctx = l->ctx;
   const rmx_tp_ops_t *ops = ctx->tp_ops[l->tpi];
   rmx_wire_hello_t h;
-  uint8_t mine[RMX_WIRE_HELLO_LEN];
+  uint8_t mine[RMX_AUTH_HELLO_MAX];
+  size_t mlen = RMX_WIRE_HELLO_LEN;
   int rc;
 
   if (l->closed) {
@@ -202,7 +203,8 @@ void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, s
   c->state = RMX_CS_ACCEPTING;
   rmx__msg_init(c, &h);
   rmx__hello_local(ctx, mine);
-  if ((rc = ops->accept(tc, c, mine, sizeof(mine))) != 0) {
+  if ((rc = rmx__auth_accept(c, l, hello, len, &h, mine, &mlen)) != 0 ||
+      (rc = ops->accept(tc, c, mine, mlen)) != 0) {
     ops->reject(tc, rc);
     rmx_list_del(&c->link);
     free(c);
@@ -221,9 +223,10 @@ void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, s
 static void connect_start(rmx_conn_t *c, const struct sockaddr *sa)
 {
   rmx_ctx_t *ctx = c->ctx;
-  uint8_t hello[RMX_WIRE_HELLO_LEN];
+  uint8_t hello[RMX_AUTH_HELLO_MAX];
   rmx__hello_local(ctx, hello);
-  int rc = c->ops->connect(ctx->tp[c->tpi], sa, hello, sizeof(hello), c, &c->tc);
+  size_t hlen = rmx__auth_hello(c, hello);
+  int rc = c->ops->connect(ctx->tp[c->tpi], sa, hello, hlen, c, &c->tc);
   if (rc) {
     rmx__conn_down(c, rc);
     return;
@@ -283,21 +286,15 @@ int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, vo
 
 /* ---- events from the transport ---- */
 
-static void on_established(rmx_conn_t *c, const rmx_tp_ev_t *ev)
+/* The handshake, authentication included, is over: the application gets
+ * the connection (on_connected or on_accept). */
+void rmx__conn_ready(rmx_conn_t *c)
 {
-  rmx_wire_hello_t h;
-  int rc;
-
-  if (c->state == RMX_CS_CONNECTING) {
-    if ((rc = hello_check(c->ctx, "server", ev->data, ev->len, &h)) != 0) {
-      rmx__conn_down(c, rc);
-      return;
-    }
-    rmx__msg_init(c, &h);
+  if (!c->passive) {
     c->state = RMX_CS_ESTABLISHED;
     c->reported = 1;
     c->on_connected(c, 0, c->connect_arg);
-  } else if (c->state == RMX_CS_ACCEPTING) {
+  } else {
     rmx_listener_t *l = c->listener;
     c->listener = NULL;
     l->naccepting--;
@@ -315,6 +312,27 @@ static void on_established(rmx_conn_t *c, const rmx_tp_ev_t *ev)
   /* Data that arrived with the handshake, or sends queued in on_accept. */
   if (c->state == RMX_CS_ESTABLISHED)
     rmx__msg_progress(c);
+}
+
+static void on_established(rmx_conn_t *c, const rmx_tp_ev_t *ev)
+{
+  rmx_wire_hello_t h;
+  int rc;
+
+  if (c->state == RMX_CS_CONNECTING) {
+    if ((rc = hello_check(c->ctx, "server", ev->data, ev->len, &h)) != 0 ||
+        (rc = rmx__auth_check_server(c, &h, ev->data, ev->len)) < 0) {
+      rmx__conn_down(c, rc);
+      return;
+    }
+    rmx__msg_init(c, &h);
+  } else if (c->state != RMX_CS_ACCEPTING) {
+    return;
+  }
+  if (c->auth.on) /* AUTH (connecting) or its wait (accepting) comes first */
+    rmx__auth_begin(c);
+  else
+    rmx__conn_ready(c);
 }
 
 void rmx__conn_on_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
@@ -461,6 +479,7 @@ static void conn_finish(rmx_conn_t *c)
   c->finished = 1;
   rmx__msg_fail_all(c, op_status); /* request sends first: their calls then end */
   rmx__rpc_fail_all(c, op_status);
+  rmx__auth_end(c); /* while c->listener still names where it came in */
   if (c->listener) {
     c->listener->naccepting--;
     listener_unref(c->listener);

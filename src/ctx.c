@@ -105,6 +105,7 @@ int rmx_config_init(rmx_config_t *cfg)
     snprintf(cfg->device, sizeof(cfg->device), "%s", dev);
   cfg->log_level = (rmx_log_level_t)lvl;
   cfg->progress = (rmx_progress_t)mode;
+  rc |= rmx__auth_config(cfg); /* RMX_AUTH_SECRET_FILE */
   return rc ? RMX_EINVAL : 0;
 }
 
@@ -277,7 +278,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   } else if ((rc = rmx_config_init(&ctx->cfg)) != 0) {
     goto err_free;
   }
-  if ((rc = config_check(&ctx->cfg)) != 0)
+  if ((rc = config_check(&ctx->cfg)) != 0 || (rc = rmx__auth_ctx_init(ctx)) != 0)
     goto err_free;
   sigpipe_ignore();
 
@@ -309,7 +310,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   ctx->close_timer.data = ctx;
   uv_unref((uv_handle_t *)&ctx->close_timer);
   rmx_list_init(&ctx->closing);
-  ctx->handles = 4;
+  rmx__auth_ctx_timer(ctx);
+  ctx->handles = 5;
 
   rmx_list_init(&ctx->deferred);
   rmx_list_init(&ctx->posted);
@@ -332,6 +334,7 @@ err_handles:
   uv_close((uv_handle_t *)&ctx->idle, NULL);
   uv_close((uv_handle_t *)&ctx->rpc_timer, NULL);
   uv_close((uv_handle_t *)&ctx->close_timer, NULL);
+  uv_close((uv_handle_t *)&ctx->auth_timer, NULL);
   uv_run(ctx->loop, UV_RUN_NOWAIT);
 err_mutex:
   uv_mutex_destroy(&ctx->post_lock);
@@ -339,6 +342,7 @@ err_loop:
   if (ctx->owns_loop)
     uv_loop_close(&ctx->own_loop);
 err_free:
+  rmx__auth_ctx_fini(ctx);
   free(ctx);
   return rc;
 }
@@ -374,6 +378,7 @@ static void ctx_free(rmx_ctx_t *ctx)
   while ((n = rmx_list_pop(&ctx->posted)) != NULL)
     free(rmx_container_of(n, rmx__post_t, link));
   uv_mutex_destroy(&ctx->post_lock);
+  rmx__auth_ctx_fini(ctx);
   if (ctx->owns_loop) {
     int rc = uv_loop_close(&ctx->own_loop);
     if (rc)
@@ -409,6 +414,7 @@ static void ctx_teardown(rmx_ctx_t *ctx)
   uv_close((uv_handle_t *)&ctx->idle, handle_closed);
   uv_close((uv_handle_t *)&ctx->rpc_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->close_timer, handle_closed);
+  uv_close((uv_handle_t *)&ctx->auth_timer, handle_closed);
 }
 
 /* A connection was freed while the context is dying. */
@@ -453,7 +459,7 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
    * connections that only wait for unanswered requests go now. */
   rmx_list_foreach(n, &ctx->conns) {
     rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, link);
-    if (c->state == RMX_CS_ACCEPTING)
+    if (c->state == RMX_CS_ACCEPTING || (c->state == RMX_CS_AUTH && c->passive))
       rmx__conn_down(c, RMX_ECANCELED);
     else if (c->finished && !c->freeing)
       rmx__defer_once(ctx, &c->defer_free);

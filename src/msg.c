@@ -244,6 +244,22 @@ static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin)
   return 0;
 }
 
+/* AUTH or AUTH_OK (src/auth.c): the first frame each way. It spends a
+ * credit like any frame; the peer returns it in a later header. */
+int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t len)
+{
+  rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_CTRL);
+  if (!op)
+    return RMX_ENOMEM;
+  op->ctrl = type;
+  op->frame_len = (uint32_t)(rmx_wire_hdr_encode(op->frame, type, 0, (uint32_t)len) + len);
+  if (len)
+    memcpy(op->frame + RMX_WIRE_HDR_LEN, body, len);
+  rmx_list_push(&c->ctrlq, &op->link);
+  rmx__msg_progress(c);
+  return 0;
+}
+
 int rmx__msg_queue_bye(rmx_conn_t *c)
 {
   rmx_list_t *n;
@@ -571,6 +587,10 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
   rmx_frame_t f;
   const char *why;
 
+  if (c->state == RMX_CS_AUTH) {
+    rmx__auth_recv(c, buf, len); /* AUTH or AUTH_OK, or the connection is refused */
+    return;
+  }
   if (c->state != RMX_CS_ESTABLISHED)
     return; /* closing: nothing more is delivered */
   if (rmx_wire_decode(buf, len, &f, &why) != 0) {
@@ -632,6 +652,10 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
   case RMX_FR_BYE:
     rmx__conn_down(c, 0);
     return;
+  case RMX_FR_AUTH:
+  case RMX_FR_AUTH_OK:
+    protocol_error(c, "authentication frame after the handshake");
+    return;
   }
   deliver_ready(c);
   maybe_return_credits(c);
@@ -642,6 +666,10 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
  * and is delivered in order with messages. */
 void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len)
 {
+  if (c->state == RMX_CS_AUTH) {
+    rmx__auth_refuse(c, "write with immediate before authenticating");
+    return;
+  }
   if (c->state != RMX_CS_ESTABLISHED)
     return;
   if (++c->rx_unreturned > c->ctx->cfg.rx_depth - 1) {

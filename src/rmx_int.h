@@ -168,6 +168,7 @@ typedef enum {
   RMX_CS_RESOLVING,   /* active: looking up the host */
   RMX_CS_CONNECTING,  /* active: transport handshake */
   RMX_CS_ACCEPTING,   /* passive: accepted, waiting for ESTABLISHED */
+  RMX_CS_AUTH,        /* transport up, authentication frames in flight (src/auth.c) */
   RMX_CS_ESTABLISHED,
   RMX_CS_DOWN,        /* disconnected or closing: no new I/O */
 } rmx__conn_state_t;
@@ -187,6 +188,17 @@ struct rmx_listener {
   uint32_t naccepting; /* of those, still in their handshake */
   rmx__ratelimit_t rl_full;
 };
+
+/* Peer authentication of one connection (src/auth.c): the transcript both
+ * proofs cover, and the deadline while its AUTH / AUTH_OK is awaited. */
+typedef struct rmx__auth_conn {
+  uint8_t on;        /* this connection authenticates */
+  uint8_t waiting;   /* in ctx->authing */
+  uint8_t chello[RMX_WIRE_HELLO_AUTH_CONNECT_LEN]; /* connecting side's hello + nonce */
+  uint8_t shello[RMX_WIRE_HELLO_AUTH_CONNECT_LEN]; /* accepting side's hello + nonce */
+  rmx_list_t link;   /* in ctx->authing while AUTH / AUTH_OK is awaited */
+  uint64_t deadline;
+} rmx__auth_conn_t;
 
 struct rmx_conn {
   rmx_ctx_t *ctx;
@@ -242,6 +254,7 @@ struct rmx_conn {
   rmx_conn_stats_t st;
   rmx__deferred_t defer_finish; /* tear down after a failure outside any transport */
   rmx__deferred_t defer_free;   /* on_closed, then free: the one way a conn is freed */
+  rmx__auth_conn_t auth;
 };
 
 struct rmx_ctx {
@@ -276,6 +289,11 @@ struct rmx_ctx {
   rmx_list_t deadlines; /* RPC calls with a timeout, soonest first */
   uv_timer_t rpc_timer;
   rmx_list_t free_calls, free_reqs;
+  /* peer authentication (src/auth.c) */
+  int auth_on;             /* a secret is configured: every connection authenticates */
+  uint8_t auth_key[32];    /* derived from the secret; wiped at destroy */
+  rmx_list_t authing;      /* connections in RMX_CS_AUTH, oldest first */
+  uv_timer_t auth_timer;
 };
 
 /* ---- URIs ---- */
@@ -330,5 +348,36 @@ int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_m
                    rmx_tp_mem_t **mem, rmx__rc_entry_t **cached);
 
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
+void rmx__conn_ready(rmx_conn_t *c);
+int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t len);
+
+/* ---- peer authentication (src/auth.c) ---- */
+#define RMX_AUTH_HELLO_MAX RMX_WIRE_HELLO_AUTH_ACCEPT_LEN /* longest hello we send */
+/* RMX_AUTH_SECRET_FILE into cfg->auth_secret: 0 or RMX_EINVAL (logged). */
+int rmx__auth_config(rmx_config_t *cfg);
+/* Derive the key from ctx->cfg.auth_secret and wipe the copy: 0, RMX_EINVAL,
+ * RMX_ENOTSUP (built without libsodium). */
+int rmx__auth_ctx_init(rmx_ctx_t *ctx);
+void rmx__auth_ctx_timer(rmx_ctx_t *ctx); /* the deadline timer, on the context's loop */
+void rmx__auth_ctx_fini(rmx_ctx_t *ctx);  /* wipe the key */
+/* Connecting: extend our 32-byte hello in out; returns its length. */
+size_t rmx__auth_hello(rmx_conn_t *c, uint8_t out[RMX_AUTH_HELLO_MAX]);
+/* Accepting: check the peer's hello against our policy and extend ours in
+ * out (*len grows): 0, RMX_EACCES or RMX_EPROTO (logged). */
+int rmx__auth_accept(rmx_conn_t *c, rmx_listener_t *l, const uint8_t *peer, size_t plen,
+                     const rmx_wire_hello_t *h, uint8_t out[RMX_AUTH_HELLO_MAX], size_t *len);
+/* Connecting, the server's hello arrived: 0 (no authentication), 1 (its
+ * proof is good: call rmx__auth_begin after rmx__msg_init), or RMX_EACCES
+ * (logged). */
+int rmx__auth_check_server(rmx_conn_t *c, const rmx_wire_hello_t *h, const uint8_t *data,
+                           size_t len);
+/* Both sides: enter RMX_CS_AUTH (the client sends AUTH). */
+void rmx__auth_begin(rmx_conn_t *c);
+/* A frame arrived in RMX_CS_AUTH. */
+void rmx__auth_recv(rmx_conn_t *c, const void *frame, size_t len);
+/* A refusal in RMX_CS_AUTH for something other than a frame (logged). */
+void rmx__auth_refuse(rmx_conn_t *c, const char *why);
+/* The connection leaves RMX_CS_AUTH's deadline list (any outcome). */
+void rmx__auth_end(rmx_conn_t *c);
 
 #endif

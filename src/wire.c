@@ -90,6 +90,7 @@ int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **wh
   static const size_t body_len[] = {
     [RMX_FR_RTS] = RMX_WIRE_RTS_LEN, [RMX_FR_FIN] = RMX_WIRE_FIN_LEN,
     [RMX_FR_CREDIT] = 0, [RMX_FR_BYE] = 0,
+    [RMX_FR_AUTH] = RMX_WIRE_AUTH_PROOF_LEN, [RMX_FR_AUTH_OK] = 0,
   };
 
   if (len < RMX_WIRE_HDR_LEN) {
@@ -146,6 +147,10 @@ int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **wh
       *why = "FIN with nonzero reserved bytes";
       return RMX_EPROTO;
     }
+    break;
+  case RMX_FR_AUTH:
+    f->payload = p;
+    f->payload_len = blen;
     break;
   default:
     break;

@@ -19,7 +19,9 @@ enum rmx_frame_type {
   RMX_FR_FIN = 3,    /* rendezvous done: the sender may release its buffer */
   RMX_FR_CREDIT = 4, /* credits returned, nothing else */
   RMX_FR_BYE = 5,    /* orderly close */
-  RMX_FR_TYPE_MAX_ = RMX_FR_BYE
+  RMX_FR_AUTH = 6,   /* client's authentication proof: the first frame it sends */
+  RMX_FR_AUTH_OK = 7, /* server accepted the proof: the first frame it sends */
+  RMX_FR_TYPE_MAX_ = RMX_FR_AUTH_OK
 };
 
 /* Header flags: the frame carries an RPC extension (rmx_wire_rpc_t) right
@@ -33,6 +35,15 @@ typedef struct rmx_wire_rpc {
 } rmx_wire_rpc_t;
 
 #define RMX_WIRE_RPC_LEN 16
+
+/* Hello flags. AUTH: peer authentication with a shared secret (src/auth.c).
+ * The connecting side's hello is followed by its nonce (48 bytes in all),
+ * the accepting side's by its nonce and its proof (80 bytes in all). */
+enum { RMX_HELLO_F_AUTH = 1 };
+#define RMX_WIRE_AUTH_NONCE_LEN 16
+#define RMX_WIRE_AUTH_PROOF_LEN 32
+#define RMX_WIRE_HELLO_AUTH_CONNECT_LEN (RMX_WIRE_HELLO_LEN + RMX_WIRE_AUTH_NONCE_LEN)
+#define RMX_WIRE_HELLO_AUTH_ACCEPT_LEN (RMX_WIRE_HELLO_AUTH_CONNECT_LEN + RMX_WIRE_AUTH_PROOF_LEN)
 
 /* The connection handshake, carried by the transport's connection setup. */
 typedef struct rmx_wire_hello {
@@ -64,7 +75,7 @@ typedef struct rmx_frame {
   uint8_t flags;
   uint16_t credits;
   rmx_wire_rpc_t rpc; /* when flags has RMX_FF_RPC_* */
-  const uint8_t *payload; /* DATA only */
+  const uint8_t *payload; /* DATA; AUTH: the proof */
   size_t payload_len;
   union {
     rmx_wire_rts_t rts;

@@ -181,11 +181,29 @@ typedef struct rmx_config {
                                     are dropped (RMX_MAX_HANDSHAKES, 128) */
   uint32_t rma_window;         /**< remote read, write and atomic requests a peer may have
                                     outstanding here at once (TCP; RMX_RMA_WINDOW, 64) */
+  /**
+   * Shared secret for peer authentication, a NUL-terminated string of 1 to
+   * 127 bytes; empty (the default): no authentication. rmx_config_init()
+   * fills it from the file named by @c RMX_AUTH_SECRET_FILE: its first line
+   * (the bytes before the first newline). With a secret, every connection of
+   * the context, both ways, proves in its handshake that the peer holds the
+   * same secret (docs/protocol.md); the secret itself never goes on the
+   * wire. A peer that fails, or that does not authenticate, is refused with
+   * @ref RMX_EACCES before any message or memory key is exchanged: the
+   * connecting side's @c on_connected reports it, an accepting side logs it
+   * and never calls @c on_accept. Use a random secret (32 bytes or more): a
+   * recorded handshake lets an eavesdropper test guesses offline.
+   * rmx_ctx_create() keeps only a key derived from it; the caller may wipe
+   * this field afterwards.
+   */
+  char auth_secret[128];
 } rmx_config_t;
 
 /**
  * @brief Fill @p cfg with defaults, then apply @c RMX_* environment overrides.
- * @return 0, or @ref RMX_EINVAL when an environment value does not parse
+ * @return 0, or @ref RMX_EINVAL when an environment value does not parse, or
+ *         the file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty,
+ *         or its first line is longer than 127 bytes or holds a NUL byte
  *         (the message names the variable).
  */
 RMX_API int rmx_config_init(rmx_config_t *cfg);
@@ -195,7 +213,9 @@ RMX_API int rmx_config_init(rmx_config_t *cfg);
  * @param[out] ctx  the new context
  * @param loop      a libuv loop to live in, or NULL for a private one
  * @param cfg       configuration, or NULL for rmx_config_init()'s
- * @return 0, @ref RMX_EINVAL (bad configuration), @ref RMX_ENOMEM
+ * @return 0, @ref RMX_EINVAL (bad configuration), @ref RMX_ENOMEM,
+ *         @ref RMX_ENOTSUP (an auth_secret is set but rmx was built without
+ *         libsodium: it never runs unauthenticated instead)
  */
 RMX_API int rmx_ctx_create(rmx_ctx_t **ctx, struct uv_loop_s *loop, const rmx_config_t *cfg);
 
@@ -274,7 +294,9 @@ RMX_API void rmx_listener_close(rmx_listener_t *l);
  * @brief Open a connection. The host name resolves asynchronously.
  * @param on_connected  runs once: 0, or @ref RMX_ECONNREFUSED,
  *        @ref RMX_ETIMEDOUT, @ref RMX_ENORESOLVE, @ref RMX_EVERSION,
- *        @ref RMX_EPROTO, @ref RMX_ECANCELED (closed first), ...
+ *        @ref RMX_EPROTO, @ref RMX_EACCES (peer authentication failed:
+ *        another secret, or only one side has one; see
+ *        rmx_config_t::auth_secret), @ref RMX_ECANCELED (closed first), ...
  * @param[out] c  the connection; close it with rmx_conn_close() whatever the
  *        outcome.
  * @return 0, @ref RMX_EINVAL (bad URI), @ref RMX_ENOTSUP, @ref RMX_ENOMEM
