@@ -290,6 +290,7 @@ int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, vo
  * the connection (on_connected or on_accept). */
 void rmx__conn_ready(rmx_conn_t *c)
 {
+  c->ops->ready(c->tc); /* the peer's remote requests are served from here */
   if (!c->passive) {
     c->state = RMX_CS_ESTABLISHED;
     c->reported = 1;

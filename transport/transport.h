@@ -128,6 +128,10 @@ typedef struct rmx_tp_ops {
   unsigned (*caps)(rmx_tp_conn_t *tc);
   /* Start everything queued since the last flush (one doorbell). */
   void (*flush)(rmx_tp_conn_t *tc);
+  /* The core has accepted the peer (authenticated, when configured): its
+   * remote reads, writes and atomics may be served from now on. Called
+   * once, after ESTABLISHED; never calls back. */
+  void (*ready)(rmx_tp_conn_t *tc);
 
   /* Register [addr, addr+len) with RMX_TP_ACC_* rights. scope non-NULL: only
    * that connection's peer may reach the memory remotely (where the

@@ -446,6 +446,7 @@ static uint32_t g32(const uint8_t *p)
 {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
+static uint64_t g64(const uint8_t *p) { return g32(p) | (uint64_t)g32(p + 4) << 32; }
 
 /* A 32-byte hello: eager 8192, depth 64, 1 MiB, rendezvous 4, window 64. */
 static void hello_enc(uint8_t *o, uint16_t flags)
@@ -527,6 +528,7 @@ struct raw {
   uint8_t srv_nonce[NONCE_LEN]; /* the server's, in that exchange */
   size_t reclen;
   int32_t reject; /* a REJECT's status */
+  uint64_t rd_addr, rd_key; /* RC_READ_FIRST: a registration at the server */
   uint64_t ms;    /* how long until the server hung up */
 };
 
@@ -670,12 +672,13 @@ enum {
   RC_NO_NONCE,     /* AUTH flag in a 32-byte hello */
   RC_NO_FLAG,      /* a plain hello */
   RC_HELLO_ONLY,   /* a right 48-byte hello; a REJECT expected */
+  RC_READ_FIRST,   /* a remote read (TCP RD_REQ) of a real registration instead of AUTH */
 };
 
 static const char *const rc_name[] = {"good", "replay", "DATA first", "RTS first",
                                       "CREDIT first", "wrong key", "short AUTH", "long AUTH",
                                       "flagged AUTH", "AUTH_OK", "two AUTH", "silent",
-                                      "no nonce", "no flag", "hello only"};
+                                      "no nonce", "no flag", "hello only", "read first"};
 
 static int s_client(raw_t *r)
 {
@@ -739,6 +742,12 @@ static int s_client(raw_t *r)
   case RC_CREDIT_FIRST:
     n = mframe(buf, F_CREDIT, 0, 0, NULL, 0);
     break;
+  case RC_READ_FIRST: { /* TCP RD_REQ: id, address, length, key */
+    uint8_t rq[32];
+    p64(rq, 1), p64(rq + 8, r->rd_addr), p64(rq + 16, 64), p64(rq + 24, r->rd_key);
+    n = tframe(buf, 5, rq, 32);
+    break;
+  }
   case RC_SHORT_AUTH:
     n = mframe(buf, F_AUTH, 0, 0, pr, PROOF_LEN - 1);
     break;
@@ -823,6 +832,32 @@ static void refused_raw(int mode)
   PUMP_UNTIL(s.accepted == 1);
   cl_close(&k);
   PUMP_UNTIL(s.disconnects == 1);
+  srv_close(&s);
+}
+
+/* A peer that knows a user registration's key (it leaked, say) still
+ * reads nothing before it has authenticated: no answer, only the hang-up. */
+static void read_before_auth_is_cut_off(void **state)
+{
+  srv_t s;
+  raw_t r = {0};
+  static uint8_t secret_page[4096];
+  uint8_t blob[RMX_RKEY_MAX];
+  size_t len = sizeof(blob);
+  rmx_mem_t *m;
+  srv_open(&s, SECRET_A, 0);
+  memset(secret_page, 0x5a, sizeof(secret_page));
+  assert_int_equal(rmx_mem_reg(s.ctx, secret_page, sizeof(secret_page), RMX_MEM_REMOTE_READ, &m),
+                   0);
+  assert_int_equal(rmx_mem_pack(m, blob, &len), 0);
+  r.rd_addr = g64(blob + 8);
+  for (unsigned i = 0; i < blob[1]; i++)
+    if (blob[24 + 16 * i] == 1) /* the TCP entry (docs/protocol.md) */
+      r.rd_key = g64(blob + 32 + 16 * i);
+  raw_client(&s, &r, RC_READ_FIRST);
+  pump_for(50);
+  assert_int_equal(s.accepted, 0);
+  rmx_mem_dereg(m);
   srv_close(&s);
 }
 
@@ -1035,6 +1070,7 @@ int main(int argc, char **argv)
     cmocka_unit_test_setup_teardown(secret_file_is_read_and_checked, setup, teardown),
     cmocka_unit_test_setup_teardown(authenticated_raw_client_is_served, setup, teardown),
     cmocka_unit_test_setup_teardown(data_before_auth_is_cut_off, setup, teardown),
+    cmocka_unit_test_setup_teardown(read_before_auth_is_cut_off, setup, teardown),
     cmocka_unit_test_setup_teardown(rts_before_auth_is_cut_off, setup, teardown),
     cmocka_unit_test_setup_teardown(credit_before_auth_is_cut_off, setup, teardown),
     cmocka_unit_test_setup_teardown(auth_with_another_key_is_refused, setup, teardown),

@@ -147,6 +147,7 @@ static int fk_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, ui
 }
 static unsigned fk_caps(rmx_tp_conn_t *tc) { return RMX_TP_CAP_ATOMIC; }
 static void fk_flush(rmx_tp_conn_t *tc) {}
+static void fk_ready(rmx_tp_conn_t *tc) {}
 static struct rmx_tp_mem fake_mem;
 static int fk_mem_reg(rmx_tp_t *tp, void *a, size_t l, unsigned acc, rmx_tp_conn_t *scope,
                       rmx_tp_mem_t **out)
@@ -162,7 +163,7 @@ static const rmx_tp_ops_t fake_ops = {
   .listen = fk_listen, .listen_addr = fk_listen_addr, .listen_close = fk_listen_close,
   .connect = fk_connect, .accept = fk_accept, .reject = fk_reject, .close = fk_close,
   .send = fk_send, .read = fk_read, .write = fk_write, .atomic = fk_atomic, .caps = fk_caps,
-  .flush = fk_flush, .mem_reg = fk_mem_reg, .mem_dereg = fk_mem_dereg, .mem_rkey = fk_mem_rkey,
+  .flush = fk_flush, .ready = fk_ready, .mem_reg = fk_mem_reg, .mem_dereg = fk_mem_dereg, .mem_rkey = fk_mem_rkey,
 };
 
 /* ---- the application ---- */

@@ -87,6 +87,7 @@ static int fk_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *m, ui
   return 0;
 }
 static void fk_flush(rmx_tp_conn_t *tc) {}
+static void fk_ready(rmx_tp_conn_t *tc) {}
 static struct rmx_tp_mem fake_mem;
 static int fk_mem_reg(rmx_tp_t *tp, void *a, size_t l, unsigned acc, rmx_tp_conn_t *scope,
                       rmx_tp_mem_t **out)
@@ -104,6 +105,7 @@ static const rmx_tp_ops_t fake_ops = {
   .name = "fake", .init = fk_init, .fini = fk_fini, .listen = fk_listen,
   .listen_addr = fk_listen_addr, .listen_close = fk_listen_close, .connect = fk_connect,
   .accept = fk_accept, .reject = fk_reject, .close = fk_close, .send = fk_send, .read = fk_read, .flush = fk_flush,
+  .ready = fk_ready,
   .mem_reg = fk_mem_reg, .mem_dereg = fk_mem_dereg, .mem_rkey = fk_mem_rkey,
 };
 

@@ -170,6 +170,7 @@ struct rmx_tp_conn {
   rmx_list_t srv_sent; /* answers written, writes not yet complete */
   uint32_t nsrv;       /* both: counts against the window */
   uint32_t chunks_out;  /* read answer chunks handed to the socket */
+  uint8_t ready;       /* the core accepted the peer: serve its requests */
   uint8_t cut;         /* write side shut: memory it wrote from was released */
   rmx_list_t tp_link;  /* in tp->conns */
 };
@@ -178,6 +179,7 @@ static void tp_unlive(rmx_tp_t *tp);
 static void srv_free(rmx_tp_conn_t *tc, srv_t *sv);
 static void srv_pump(rmx_tp_conn_t *tc);
 static void mem_unuse(rmx_tp_mem_t *m);
+static int remote_allowed(rmx_tp_conn_t *tc);
 
 /* The event that answers a pending request of this kind. */
 static rmx_tp_ev_type_t pend_ev(const rd_t *rd)
@@ -892,10 +894,12 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
     raise_ev(tc, RMX_TP_EV_RECV, 0, NULL, body, blen);
     break;
   case TF_RD_REQ:
-    serve_read(tc, body);
+    if (remote_allowed(tc))
+      serve_read(tc, body);
     break;
   case TF_AT_REQ:
-    serve_atomic(tc, body);
+    if (remote_allowed(tc))
+      serve_atomic(tc, body);
     break;
   case TF_WR_RESP:
     if (!(rd = pend_head(tc, TF_WR_REQ, rmx_get64(body)))) {
@@ -918,6 +922,28 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
   }
   if (rc)
     tc_fail(tc, rc);
+}
+
+/*
+ * May the peer's remote requests be served? Only once the core has
+ * accepted the peer: with authentication, not before its proof. A request
+ * that beats our HELLO_ACK's write callback establishes the connection
+ * first, as a message does.
+ */
+static int remote_allowed(rmx_tp_conn_t *tc)
+{
+  if (!tc->ready && !tc->established) {
+    tc->established = 1;
+    uv_timer_stop(&tc->timer);
+    raise_ev(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
+  }
+  if (tc->closing || tc->dead)
+    return 0;
+  if (!tc->ready) {
+    tc_proto_fail(tc, "remote request before the peer was accepted (authenticated)");
+    return 0;
+  }
+  return 1;
 }
 
 /* Is this frame kind allowed now, with this body length? NULL if so. */
@@ -1028,6 +1054,8 @@ static void parse(rmx_tp_conn_t *tc)
     if (kind == TF_RD_RESP || kind == TF_WR_REQ) { /* payloads that stream */
       size_t sub = kind == TF_RD_RESP ? TF_RESP_SUB : TF_WRREQ_SUB;
       if (avail < TF_HDR + sub)
+        break;
+      if (kind == TF_WR_REQ && !remote_allowed(tc))
         break;
       if ((kind == TF_RD_RESP ? on_rd_resp(tc, p, blen) : on_wr_req(tc, p, blen)) != 0)
         break;
@@ -1168,6 +1196,8 @@ static void tcp_reject(rmx_tp_conn_t *tc, int status)
 }
 
 static void tcp_close(rmx_tp_conn_t *tc) { tc_close(tc); }
+
+static void tcp_ready(rmx_tp_conn_t *tc) { tc->ready = 1; }
 
 /* libuv writes at once; nothing is held back. */
 static void tcp_flush(rmx_tp_conn_t *tc) {}
@@ -1376,6 +1406,7 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .atomic = tcp_atomic,
   .caps = tcp_caps,
   .flush = tcp_flush,
+  .ready = tcp_ready,
   .mem_reg = tcp_mem_reg,
   .mem_dereg = tcp_mem_dereg,
   .mem_rkey = tcp_mem_rkey,

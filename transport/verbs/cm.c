@@ -48,18 +48,54 @@ static void tc_timer_closed(uv_handle_t *h)
   struct rmx_tp *tp = tc->tp;
   if (tc->owner)
     vb_raise(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
-  free(tc);
+  tc->owner = NULL; /* the core's handle is gone */
+  if (tc->undrained && tc->slots) {
+    rmx_list_push(&tp->parked, &tc->link);
+    vb_kick(tp);
+  } else {
+    free(tc);
+  }
   vb_tp_unlive(tp);
 }
 
-/* Drained (or never had a QP): release everything, then CLOSED. */
+/*
+ * A QP whose drain could not start was destroyed with completions possibly
+ * still in the shared CQ (flushed, or finished just before), and those name
+ * its slots and receive buffers through wr_id. Its memory (tc, slots,
+ * buffers) stays parked, owner-less and closing, so on_wc finds a
+ * connection that ignores them, until a poll of the CQ that began after the
+ * destroy has found it empty: nothing more can come for it then. The idle
+ * handler polls while anything is parked; tp_free frees what is left (no
+ * poll happens after fini, and the CQ goes with the device).
+ */
+void vb_parked_sweep(struct rmx_tp *tp, int all)
+{
+  rmx_list_t *n, *next;
+  for (n = tp->parked.next; n != &tp->parked; n = next) {
+    next = n->next;
+    struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, link);
+    if (all || tc->dev->cq_empty_gen != tc->park_gen) {
+      rmx_list_del(&tc->link);
+      vb_qp_destroy(tc); /* the memory; the QP is long gone */
+      free(tc);
+    }
+  }
+}
+
+/* Drained (or never had a QP, or could not be drained): release
+ * everything, then CLOSED. */
 void vb_conn_reap(struct rmx_tp_conn *tc)
 {
   if (tc->reaped)
     return;
   tc->reaped = 1;
   vb_fail_slots(tc);
-  vb_qp_destroy(tc);
+  if (tc->undrained && tc->qp) {
+    vb_qp_destroy_qp(tc);
+    tc->park_gen = tc->dev->cq_empty_gen;
+  } else {
+    vb_qp_destroy(tc);
+  }
   if (tc->id && rdma_destroy_id(tc->id))
     RMX_LOG(tc->tp->ctx, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
   tc->id = NULL;
@@ -81,8 +117,9 @@ void vb_close(struct rmx_tp_conn *tc)
       vb_kick(tc->tp); /* poll mode drains from the idle handler */
       return;
     }
-    RMX_LOG(tc->tp->ctx, WARN, "rdma: cannot drain QP 0x%x; destroying it as it is",
-            tc->qp->qp_num);
+    RMX_LOG(tc->tp->ctx, WARN, "rdma: cannot drain QP 0x%x; destroying it, its memory kept "
+            "until the completion queue is clear of it", tc->qp->qp_num);
+    tc->undrained = 1;
   }
   tc->state = VC_DONE;
   vb_kick(tc->tp);

@@ -128,13 +128,21 @@ err:
   return rc;
 }
 
-void vb_qp_destroy(struct rmx_tp_conn *tc)
+/* The QP alone: no completion is added for it after this returns, but
+ * those already in the CQ stay there, naming its slots and buffers. */
+void vb_qp_destroy_qp(struct rmx_tp_conn *tc)
 {
   if (tc->qp) {
     rdma_destroy_qp(tc->id);
     tc->qp = NULL;
     tc->dev->cq_used -= (int)(tc->sq_depth + tc->rx_count + 2);
   }
+}
+
+/* The QP and its memory: only once no completion for it can be polled. */
+void vb_qp_destroy(struct rmx_tp_conn *tc)
+{
+  vb_qp_destroy_qp(tc);
   if (tc->rx_mr && ibv_dereg_mr(tc->rx_mr))
     RMX_LOG(tc->tp->ctx, WARN, "rdma: deregistering receive buffers failed");
   tc->rx_mr = NULL;
@@ -492,6 +500,8 @@ void vb_cq_drain(vb_dev_t *dev)
   while ((n = ibv_poll_cq(dev->cq, VB_POLL_BATCH, wc)) > 0)
     for (int i = 0; i < n; i++)
       on_wc(&wc[i]);
+  if (n == 0)
+    dev->cq_empty_gen++; /* what was queued before this poll is all seen */
   if (n < 0)
     RMX_LOG(dev->tp->ctx, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
   vb_repost_all(dev->tp);

@@ -18,6 +18,7 @@
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
 
 /* One device opened by the context: a PD and one CQ shared by its QPs. */
+struct vb_async_reader;
 typedef struct vb_dev {
   rmx_list_t link;
   struct rmx_tp *tp;
@@ -27,9 +28,14 @@ typedef struct vb_dev {
   struct ibv_cq *cq;
   int cq_size, cq_used;
   unsigned unacked;
+  uint64_t cq_empty_gen;   /* times a poll found the CQ empty */
   uv_poll_t chan_poll;
-  uv_poll_t async_poll;
-  int watch_async;  /* this context reads the device's async events */
+  /* async events: the process's reader for this device queues them in the
+   * inbox (under its lock) and wakes us; see verbs.c */
+  struct vb_async_reader *reader;
+  rmx_list_t async_link;   /* in the reader's subscribers */
+  rmx_list_t async_inbox;
+  uv_async_t async_wake;
   int handles;
   struct ibv_device_attr attr;
   char name[64];
@@ -77,6 +83,8 @@ struct rmx_tp_conn {
   struct ibv_qp *qp;
   vc_state_t state;
   uint8_t passive, established, dead, closing, reaped;
+  uint8_t undrained;       /* the drain could not start: completions may linger */
+  uint64_t park_gen;       /* undrained: dev->cq_empty_gen when the QP went */
   int fail_status;         /* a failure to report from the loop */
   uint8_t hello[VB_PDATA_MAX];
   size_t hello_len;
@@ -128,6 +136,7 @@ struct rmx_tp {
   vb_dev_t *dev;           /* the device in use (one per context for now) */
   rmx_list_t conns;
   rmx_list_t repost;       /* conns with receive buffers to give back */
+  rmx_list_t parked;       /* closed undrained conns, kept until the CQ is clear */
   uint32_t live;           /* conns and listeners not yet freed */
   int handles;
   int finishing;
@@ -156,9 +165,11 @@ void vb_reject(struct rmx_tp_conn *tc, int status);
 void vb_close(struct rmx_tp_conn *tc);
 void vb_fail(struct rmx_tp_conn *tc, int status);
 void vb_conn_reap(struct rmx_tp_conn *tc);
+void vb_parked_sweep(struct rmx_tp *tp, int all);
 
 /* qp.c */
 int vb_qp_create(struct rmx_tp_conn *tc);
+void vb_qp_destroy_qp(struct rmx_tp_conn *tc);
 void vb_qp_destroy(struct rmx_tp_conn *tc);
 int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
 int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
