@@ -238,6 +238,8 @@ static void connect_start(rmx_conn_t *c, const struct sockaddr *sa)
 static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
   rmx_conn_t *c = rmx_container_of(req, rmx_conn_t, gai);
+  rmx_ctx_t *ctx = c->ctx;
+  ctx->in_cb++;
   c->gai_active = 0;
   if (c->user_closed)
     rmx__conn_down(c, RMX_ECANCELED);
@@ -247,6 +249,7 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   } else
     connect_start(c, res->ai_addr);
   uv_freeaddrinfo(res);
+  ctx->in_cb--;
 }
 
 int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, void *arg,
@@ -404,19 +407,16 @@ static void deferred_free(rmx__deferred_t *d)
   rmx_ctx_t *ctx = c->ctx;
   if (!c->finished || !c->user_closed)
     return;
-  if (c->ops_out) {
-    if (!ctx->dying)
-      return; /* an op is still out: its release schedules this again */
-    if (!rmx_list_empty(&ctx->deferred)) {
-      rmx__defer(ctx, d); /* after the ends already queued */
-      return;
-    }
-    /* Destroying: what is still out is a request its handler never
-     * answered; it ends with the context. */
-    RMX_LOG(ctx, WARN, "connection %p freed with %u RPC requests never answered", (void *)c,
-            c->ops_out);
+  if (c->ops_out && ctx->dying && !rmx_list_empty(&c->reqs_out)) {
+    /* Destroying: requests their handlers never answered end with the
+     * context (what else is out, an RPC call's end already queued, releases
+     * the connection when it runs). */
+    RMX_LOG(ctx, WARN, "connection %p: RPC requests never answered end with the context",
+            (void *)c);
     rmx__rpc_drop_unanswered(c);
   }
+  if (c->ops_out)
+    return; /* an op is still out: its release schedules this again */
   c->freeing = 1; /* on_closed may destroy the context: not again */
   if (c->on_closed)
     c->on_closed(c, c->close_arg);
@@ -432,7 +432,13 @@ static void deferred_free(rmx__deferred_t *d)
 
 /* ---- close deadlines: an orderly close never waits on a peer forever ---- */
 
-static void close_timer_cb(uv_timer_t *t) { rmx__conn_close_expired(t->data); }
+static void close_timer_cb(uv_timer_t *t)
+{
+  rmx_ctx_t *ctx = t->data;
+  ctx->in_cb++;
+  rmx__conn_close_expired(ctx);
+  ctx->in_cb--;
+}
 
 static void close_watch(rmx_conn_t *c)
 {

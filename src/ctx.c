@@ -132,12 +132,14 @@ static void idle_cb(uv_idle_t *h)
 {
   rmx_ctx_t *ctx = h->data;
   rmx_list_t *n;
+  ctx->in_cb++;
   /* Take one at a time: a callback may queue more or free neighbours. */
   while ((n = rmx_list_pop(&ctx->deferred)) != NULL) {
     rmx__deferred_t *d = rmx_container_of(n, rmx__deferred_t, link);
     d->fn(d);
   }
   uv_idle_stop(h);
+  ctx->in_cb--;
 }
 
 void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
@@ -153,6 +155,7 @@ static void async_cb(uv_async_t *h)
 {
   rmx_ctx_t *ctx = h->data;
   rmx_list_t batch;
+  ctx->in_cb++;
   rmx_list_init(&batch);
   uv_mutex_lock(&ctx->post_lock);
   rmx_list_splice(&batch, &ctx->posted);
@@ -163,6 +166,7 @@ static void async_cb(uv_async_t *h)
     p->fn(p->arg);
     free(p);
   }
+  ctx->in_cb--;
 }
 
 int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg)
@@ -449,6 +453,14 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
     return RMX_EALREADY;
   if (!rmx_list_empty(&ctx->listeners) || ctx->nmems)
     return RMX_EBUSY;
+  if (ctx->owns_loop && !ctx->running && ctx->in_cb) {
+    /* The application runs the private loop itself and calls from inside
+     * it: finishing would run that loop again, and freeing it would pull it
+     * from under the caller. */
+    RMX_LOG(ctx, ERROR, "rmx_ctx_destroy from a callback needs rmx_ctx_run (or the "
+            "caller's own loop): call it after uv_run returns");
+    return RMX_EBUSY;
+  }
   rmx_list_foreach(n, &ctx->conns) {
     if (!rmx_container_of(n, rmx_conn_t, link)->user_closed)
       return RMX_EBUSY;

@@ -484,6 +484,13 @@ static void start_reads(rmx_conn_t *c)
   rmx_list_foreach(n, &c->rxq) {
     if (c->rndv_reads >= c->ctx->cfg.rndv_depth)
       return;
+    if (c->rpc_held_bytes >= c->ctx->cfg.max_msg_size) {
+      /* RPC requests wait for handlers with a message's worth copied: read
+       * no more large ones until some are served (bounds what a peer can
+       * make us hold). */
+      c->reads_blocked = 1;
+      return;
+    }
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
     if (op->ready || op->reading)
       continue;
@@ -664,7 +671,7 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
 
 /* A peer's write-with-immediate: it used a receive buffer, like a message,
  * and is delivered in order with messages. */
-void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len)
+void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused)
 {
   if (c->state == RMX_CS_AUTH) {
     rmx__auth_refuse(c, "write with immediate before authenticating");
@@ -674,6 +681,13 @@ void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len)
     return;
   if (++c->rx_unreturned > c->ctx->cfg.rx_depth - 1) {
     protocol_error(c, "peer wrote with immediate beyond its credits (or into its last)");
+    return;
+  }
+  if (refused) { /* the target refused the write: nothing to deliver, but the
+                    peer spent a credit on it, which goes back */
+    rmx__msg_credit_back(c);
+    maybe_return_credits(c);
+    rmx__msg_progress(c);
     return;
   }
   if (rmx_list_empty(&c->rxq)) {

@@ -7,6 +7,8 @@
 
 void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
 {
+  rmx_ctx_t *ctx = c->ctx; /* c may be gone after dispatch; ctx is not */
+  ctx->in_cb++;
   switch (ev->type) {
   case RMX_TP_EV_RECV:
     rmx__msg_recv(c, ev->data, ev->len);
@@ -27,7 +29,7 @@ void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
     rmx__rma_event(c, ev->op, ev->status);
     break;
   case RMX_TP_EV_IMM:
-    rmx__msg_imm(c, ev->imm, ev->len);
+    rmx__msg_imm(c, ev->imm, ev->len, ev->status != 0);
     break;
   case RMX_TP_EV_ESTABLISHED:
   case RMX_TP_EV_DISCONNECTED:
@@ -35,4 +37,5 @@ void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
     rmx__conn_on_event(c, ev);
     break;
   }
+  ctx->in_cb--;
 }

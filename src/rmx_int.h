@@ -249,6 +249,7 @@ struct rmx_conn {
   rmx_list_t reqs_out;  /* RPC requests with their handlers, not yet answered */
   rmx_list_t calls[RMX_CALL_BUCKETS]; /* our RPC calls by id */
   uint32_t rpc_out, rpc_in;
+  uint64_t rpc_held_bytes; /* requests waiting for a handler slot, copied */
   uint64_t next_call;
   uint32_t ops_out;     /* ops that still point at this connection */
   rmx_conn_stats_t st;
@@ -270,6 +271,7 @@ struct rmx_ctx {
   int destroying;  /* no more posts (under post_lock) */
   int dying;       /* rmx_ctx_destroy was called: finishing, then freed */
   int running;     /* inside rmx_ctx_run */
+  int in_cb;       /* inside one of rmx's loop callbacks (user callbacks run there) */
   int torn_down;
   uint32_t nmems;  /* user registrations not yet released */
   int handles; /* internal uv handles not yet closed */
@@ -339,7 +341,7 @@ void rmx__rma_progress(rmx_conn_t *c);
 void rmx__rma_event(rmx_conn_t *c, rmx__op_t *op, int status);
 void rmx__rma_fail(rmx__op_t *op, int status);
 int rmx__rma_post_imm(rmx_conn_t *c, rmx__op_t *op);
-void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len);
+void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused);
 /* Decode a packed remote key (docs/protocol.md) and pick the entry of the
  * transport wire_id: 0, RMX_EINVAL (malformed or damaged), RMX_EVERSION,
  * RMX_ENOENT (no entry for that transport). tpi is left to the caller. */

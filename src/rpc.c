@@ -173,6 +173,7 @@ static void timer_cb(uv_timer_t *t)
 {
   rmx_ctx_t *ctx = t->data;
   uint64_t now = uv_now(ctx->loop);
+  ctx->in_cb++;
   while (!rmx_list_empty(&ctx->deadlines)) {
     rmx__call_t *k = rmx_container_of(ctx->deadlines.next, rmx__call_t, tlink);
     if (k->deadline > now)
@@ -180,6 +181,7 @@ static void timer_cb(uv_timer_t *t)
     call_end(k, RMX_ETIMEDOUT, 1);
   }
   arm(ctx);
+  ctx->in_cb--;
 }
 
 /* The request's send completed: the peer has the bytes, or never will. */
@@ -363,6 +365,7 @@ int rmx__rpc_deliver(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const
     memcpy(rmx_buf_data(op->buf), data, len);
   op->len = len;
   op->rpcx = *x;
+  c->rpc_held_bytes += len;
   rmx_list_push(&c->reqq, &op->link);
   return 1;
 }
@@ -371,15 +374,19 @@ int rmx__rpc_deliver(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const
 void rmx__rpc_resume(rmx_conn_t *c)
 {
   rmx_list_t *n;
+  uint64_t held = c->rpc_held_bytes;
   while (c->state == RMX_CS_ESTABLISHED && c->rpc_in < c->ctx->cfg.rpc_max_inflight &&
          (n = rmx_list_pop(&c->reqq)) != NULL) {
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
     rmx__msg_credit_back(c);
+    c->rpc_held_bytes -= op->len;
     dispatch(c, &op->rpcx, op->buf ? rmx_buf_data(op->buf) : NULL, op->len);
     if (op->buf)
       rmx__buf_free(c->ctx, op->buf);
     rmx__op_put(op);
   }
+  if (c->rpc_held_bytes < held && c->state == RMX_CS_ESTABLISHED)
+    rmx__msg_progress(c); /* large messages not read while too much was held */
 }
 
 /* The connection ended: every call ends with why; held requests go. */
@@ -388,6 +395,7 @@ void rmx__rpc_fail_all(rmx_conn_t *c, int status)
   rmx_list_t *n;
   while ((n = rmx_list_pop(&c->reqq)) != NULL) {
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    c->rpc_held_bytes -= op->len;
     if (op->buf)
       rmx__buf_free(c->ctx, op->buf);
     rmx__op_put(op);

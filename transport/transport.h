@@ -56,7 +56,8 @@ typedef enum {
   RMX_TP_EV_READ,         /* op, status */
   RMX_TP_EV_WRITE,        /* op, status: the data is in place at the peer */
   RMX_TP_EV_ATOMIC,       /* op, status: *old is filled in */
-  RMX_TP_EV_IMM,          /* imm, len: a peer's write-with-immediate landed */
+  RMX_TP_EV_IMM,          /* imm, len: a peer's write-with-immediate landed; status
+                           * nonzero: refused (the peer's credit is still spent) */
 } rmx_tp_ev_type_t;
 
 typedef struct rmx_tp_ev {

@@ -254,11 +254,13 @@ static void destroy_from_a_callback_inside_run(void **state)
 /* ---- a request its handler never answers does not keep destroy waiting ---- */
 
 static rmx_rpc_req_t *held_req;
+static int nheld;
 static int held_calls_ended, held_client_closed;
 
 static void hold_handler(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
 {
   held_req = req; /* never answered */
+  nheld++;
 }
 
 static void held_reply(rmx_conn_t *c, int status, const void *data, size_t len, void *arg)
@@ -274,30 +276,89 @@ static void held_connected(rmx_conn_t *c, int status, void *arg)
   assert_int_equal(rmx_rpc_call(c, 9, "q", 1, 0, held_reply, NULL, NULL), 0);
 }
 
-static void destroy_with_an_unanswered_request(void **state)
+static rmx_conn_t *held_srv[4];
+static void hold_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg) { held_srv[W.accepted++] = c; }
+
+/* n connections, each with a request its handler never answers (two once
+ * made destroy spin: each connection's release waited behind the other's). */
+static int plain_connected;
+static void held_connected_plain(rmx_conn_t *c, int status, void *arg)
 {
-  rmx_conn_t *cl;
+  assert_int_equal(status, 0);
+  plain_connected = 1;
+}
+
+static void destroy_with_unanswered_requests(int n)
+{
+  rmx_conn_t *cl[4];
   char uri[128];
   memset(&W, 0, sizeof(W));
   held_req = NULL;
-  held_calls_ended = held_client_closed = 0;
+  nheld = held_calls_ended = held_client_closed = 0;
   alarm(60);
   assert_int_equal(rmx_ctx_create(&W.ctx, NULL, NULL), 0);
   W.loop = rmx_ctx_loop(W.ctx);
   assert_int_equal(rmx_rpc_register(W.ctx, 9, hold_handler, NULL), 0);
-  assert_int_equal(rmx_listen(W.ctx, "tcp://127.0.0.1:0", on_accept, &W, &W.l), 0);
+  assert_int_equal(rmx_listen(W.ctx, "tcp://127.0.0.1:0", hold_accept, &W, &W.l), 0);
   assert_int_equal(rmx_listener_uri(W.l, uri, sizeof(uri)), 0);
-  assert_int_equal(rmx_connect(W.ctx, uri, held_connected, NULL, &cl), 0);
-  while (!held_req)
+  for (int i = 0; i < n; i++)
+    assert_int_equal(rmx_connect(W.ctx, uri, held_connected, NULL, &cl[i]), 0);
+  while (nheld < n)
     uv_run(W.loop, UV_RUN_ONCE);
-  assert_int_equal(rmx_conn_close(cl, held_client_on_closed, NULL), 0);
-  assert_int_equal(rmx_conn_close(W.c, on_closed, &W), 0);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(rmx_conn_close(cl[i], held_client_on_closed, NULL), 0);
+    assert_int_equal(rmx_conn_close(held_srv[i], on_closed, &W), 0);
+  }
   rmx_listener_close(W.l);
   assert_int_equal(rmx_ctx_destroy(W.ctx), 0); /* returns: LSan checks nothing leaked */
-  assert_int_equal(held_calls_ended, 1);
-  assert_int_equal(held_client_closed, 1);
-  assert_int_equal(W.closed, 1);
-  assert_int_equal(W.after_closed, 0);
+  assert_int_equal(held_calls_ended, n);
+  assert_int_equal(held_client_closed, n);
+  assert_int_equal(W.closed, n);
+  if (n == 1) /* W tracks "after on_closed" for one connection */
+    assert_int_equal(W.after_closed, 0);
+  alarm(0);
+}
+
+static void destroy_with_an_unanswered_request(void **state)
+{
+  destroy_with_unanswered_requests(1);
+}
+
+static void destroy_with_unanswered_requests_on_two_connections(void **state)
+{
+  destroy_with_unanswered_requests(2);
+}
+
+/* ---- the application runs the private loop itself (uv_run) ---- */
+
+static int self_destroy_rc = 1;
+static void self_run_on_closed(rmx_conn_t *c, void *arg)
+{
+  on_closed(c, arg);
+  self_destroy_rc = rmx_ctx_destroy(W.ctx); /* would run the loop it is inside */
+}
+
+static void destroy_from_a_callback_of_a_self_run_loop_is_refused(void **state)
+{
+  rmx_conn_t *cl;
+  char uri[128];
+  memset(&W, 0, sizeof(W));
+  alarm(60);
+  assert_int_equal(rmx_ctx_create(&W.ctx, NULL, NULL), 0);
+  W.loop = rmx_ctx_loop(W.ctx);
+  assert_int_equal(rmx_listen(W.ctx, "tcp://127.0.0.1:0", on_accept, &W, &W.l), 0);
+  assert_int_equal(rmx_listener_uri(W.l, uri, sizeof(uri)), 0);
+  assert_int_equal(rmx_connect(W.ctx, uri, held_connected_plain, NULL, &cl), 0);
+  plain_connected = 0;
+  while (!W.accepted || !plain_connected)
+    uv_run(W.loop, UV_RUN_ONCE);
+  rmx_listener_close(W.l);
+  assert_int_equal(rmx_conn_close(W.c, NULL, NULL), 0);
+  assert_int_equal(rmx_conn_close(cl, self_run_on_closed, &W), 0);
+  while (!W.closed)
+    uv_run(W.loop, UV_RUN_ONCE);
+  assert_int_equal(self_destroy_rc, RMX_EBUSY); /* refused, nothing freed under us */
+  assert_int_equal(rmx_ctx_destroy(W.ctx), 0); /* outside the loop: fine */
   alarm(0);
 }
 
@@ -309,6 +370,8 @@ int main(void)
     cmocka_unit_test(destroy_never_runs_the_callers_loop),
     cmocka_unit_test(destroy_from_a_callback_inside_run),
     cmocka_unit_test(destroy_with_an_unanswered_request),
+    cmocka_unit_test(destroy_with_unanswered_requests_on_two_connections),
+    cmocka_unit_test(destroy_from_a_callback_of_a_self_run_loop_is_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

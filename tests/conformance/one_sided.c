@@ -380,6 +380,38 @@ static void stale_key_is_refused(void **state)
   rmx_rkey_release(rk);
 }
 
+static void cl_sent_count(rmx_conn_t *c, int status, void *arg) { *(int *)arg += status == 0; }
+
+/*
+ * A write with immediate that the target refuses (TCP: the connection stays)
+ * still used one of the target's receive buffers, so its credit must come
+ * back: three times the receive depth of them, then a message still goes.
+ * The target once returned no credit for a refused one; the initiator's
+ * credits ran out and the connection wedged without an error.
+ */
+static void refused_write_imm_returns_its_credit(void **state)
+{
+  if (strcmp(scheme, "tcp") != 0)
+    skip(); /* on RDMA a refused write ends the connection */
+  rmx_mem_t *m;
+  rmx_rkey_t *rk;
+  uint8_t buf[8] = {0};
+  int sent = 0;
+  assert_int_equal(rmx_mem_reg(W.ctx, W.region, 4096, RMX_MEM_REMOTE_WRITE, &m), 0);
+  rk = share(m, W.cl.c);
+  rmx_mem_dereg(m); /* the key is stale: every write is refused */
+  rmx_iov_t v = {buf, sizeof(buf), NULL};
+  for (int i = 0; i < 3 * 64; i++) {
+    assert_int_equal(rmx_write_imm(W.cl.c, &v, 1, rk, 0, (uint32_t)i, op_done, &W), 0);
+    wait_ops(i + 1);
+    assert_int_equal(W.status, RMX_EACCES);
+  }
+  assert_int_equal(W.errors, 3 * 64);
+  assert_int_equal(rmx_send(W.cl.c, "still", 5, cl_sent_count, &sent), 0);
+  run_until(W.ctx, &sent, 1);
+  rmx_rkey_release(rk);
+}
+
 /* ---- the registration cache, through rendezvous sends ---- */
 
 typedef struct sink {
@@ -478,7 +510,8 @@ int main(int argc, char **argv)
     T(write_then_read_back), T(registered_local_buffers), T(write_imm_once_each_in_order),
     T(atomics_from_several_connections), T(bad_keys_are_refused),
     T(out_of_bounds_and_rights_refused_locally), T(target_refuses_what_the_key_does_not_allow),
-    T(stale_key_is_refused), T(cache_reuses_and_follows_unmaps),
+    T(stale_key_is_refused), T(refused_write_imm_returns_its_credit),
+    T(cache_reuses_and_follows_unmaps),
   };
   char name[64];
   snprintf(name, sizeof(name), "one-sided/%s", scheme);

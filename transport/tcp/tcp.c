@@ -178,6 +178,7 @@ struct rmx_tp_conn {
 static void tp_unlive(rmx_tp_t *tp);
 static void srv_free(rmx_tp_conn_t *tc, srv_t *sv);
 static void srv_pump(rmx_tp_conn_t *tc);
+static void resp_done(rmx_tp_conn_t *tc, void *op, int data, int last);
 static void mem_unuse(rmx_tp_mem_t *m);
 static int remote_allowed(rmx_tp_conn_t *tc);
 
@@ -331,20 +332,11 @@ static void write_cb(uv_write_t *req, int status)
   uint8_t data = w->data, last = w->last;
   W_PUT(tc->tp, w);
   switch (kind) {
-  case W_RESP: {
-    srv_t *sv = op;
-    if (data) {
-      tc->chunks_out--;
-      sv->inflight--;
-    }
-    if (last) {
-      rmx_list_del(&sv->link);
-      srv_free(tc, sv);
-    }
+  case W_RESP:
+    resp_done(tc, op, data, last);
     if (rc == 0)
       srv_pump(tc);
     break;
-  }
   case W_SEND:
     raise_ev(tc, RMX_TP_EV_SEND, rc, op, NULL, 0);
     break;
@@ -623,6 +615,54 @@ static void srv_free(rmx_tp_conn_t *tc, srv_t *sv)
   rec_put(&tc->tp->free_srv, &tc->tp->nfree_srv, &sv->link);
 }
 
+/* A response frame is in the socket: its chunk no longer reads the memory,
+ * and with its last frame the request leaves the window. */
+static void resp_done(rmx_tp_conn_t *tc, void *op, int data, int last)
+{
+  srv_t *sv = op;
+  if (data) {
+    tc->chunks_out--;
+    sv->inflight--;
+  }
+  if (last) {
+    rmx_list_del(&sv->link);
+    srv_free(tc, sv);
+  }
+}
+
+/*
+ * Hand a response frame to the socket. Written at once (the usual case),
+ * it is done here and now, not a loop turn later when libuv would call
+ * back: the peer counts a request until the response arrives, so the
+ * target must not count it longer, or a peer that keeps the window could
+ * be cut off. What the socket cannot take goes through uv_write and is
+ * done in write_cb.
+ */
+static int resp_write(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
+{
+  size_t total = 0, skip;
+  unsigned i = 0;
+  for (unsigned k = 0; k < n; k++)
+    total += bufs[k].len;
+  int r = uv_try_write((uv_stream_t *)&tc->h, bufs, n); /* EAGAIN while writes queue */
+  if (r == UV_EAGAIN)
+    r = 0;
+  if (r < 0) {
+    W_PUT(tc->tp, w);
+    return rmx__uv_err(r);
+  }
+  if ((size_t)r == total) {
+    resp_done(tc, w->op, w->data, w->last);
+    W_PUT(tc->tp, w);
+    return 0;
+  }
+  for (skip = (size_t)r; skip >= bufs[i].len; i++)
+    skip -= bufs[i].len;
+  bufs[i].base += skip;
+  bufs[i].len -= skip;
+  return write_bufs(tc, w, bufs + i, n - i);
+}
+
 /*
  * Write answers in request order. A read's data goes a chunk at a time,
  * straight from the registered memory, after checking the registration
@@ -671,7 +711,7 @@ static void srv_pump(rmx_tp_conn_t *tc)
       rmx_list_del(&sv->link);
       rmx_list_push(&tc->srv_sent, &sv->link);
     }
-    int rc = write_bufs(tc, w, bufs, chunk ? 2 : 1);
+    int rc = resp_write(tc, w, bufs, chunk ? 2 : 1);
     if (rc) {
       if (chunk) {
         sv->inflight--;
@@ -775,10 +815,13 @@ static void write_landed(rmx_tp_conn_t *tc)
     mem_unuse(k->m);
     k->m = NULL;
   }
+  int32_t status = sv->status; /* the pump may answer and free sv */
   sv->ready = 1;
   srv_pump(tc);
-  if (sv->status == 0 && k->has_imm && tc->owner && !tc->dead && !tc->closing) {
-    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = k->imm, .len = k->total};
+  if (k->has_imm && tc->owner && !tc->dead && !tc->closing) {
+    /* refused too: the writer spent one of our receive credits on it */
+    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .status = status, .imm = k->imm,
+                      .len = k->total};
     rmx__tp_event(tc->owner, &ev);
   }
 }
@@ -880,7 +923,7 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
     break;
   case TF_REJECT: {
     int32_t st = (int32_t)rmx_get32(body);
-    tc_fail(tc, st < 0 && st > -5000 ? st : RMX_ECONNREFUSED);
+    tc_fail(tc, st < 0 ? rmx_wire_status(st) : RMX_ECONNREFUSED);
     break;
   }
   case TF_MSG:

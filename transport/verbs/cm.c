@@ -89,11 +89,15 @@ void vb_conn_reap(struct rmx_tp_conn *tc)
   if (tc->reaped)
     return;
   tc->reaped = 1;
-  vb_fail_slots(tc);
   if (tc->undrained && tc->qp) {
+    /* The QP may still be live (it never reached the error state): destroy
+     * it before reporting its operations, whose buffers their owners may
+     * free as soon as they hear. */
     vb_qp_destroy_qp(tc);
     tc->park_gen = tc->dev->cq_empty_gen;
+    vb_fail_slots(tc);
   } else {
+    vb_fail_slots(tc);
     vb_qp_destroy(tc);
   }
   if (tc->id && rdma_destroy_id(tc->id))
