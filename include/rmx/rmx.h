@@ -238,7 +238,9 @@ RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
  * - private loop, called outside rmx_ctx_run(): it runs that loop until
  *   everything is closed, then frees the context before returning;
  * - private loop, called from a callback: rmx_ctx_run() finishes the job
- *   and returns;
+ *   and returns; if the application runs the private loop itself
+ *   (uv_run on rmx_ctx_loop()), destroy from a callback is refused with
+ *   @ref RMX_EBUSY: call it once uv_run has returned;
  * - the caller's loop: it returns at once; the remaining callbacks
  *   (on_closed) run as the caller keeps running the loop, and the context
  *   frees itself when its last handle closes (uv_run then returns if
