@@ -28,33 +28,12 @@
 #include "../../src/list.h"
 #include "../../src/wire.h"
 #include "../transport.h"
+#include "frame.h"
 
-#define TF_HDR 8
-#define TF_RDREQ_LEN 32  /* id, addr, len, key */
-#define TF_RESP_SUB 12   /* id, status: read and write responses */
-#define TF_WRREQ_SUB 40  /* id, addr, len, key, flags, imm */
-#define TF_ATREQ_LEN 48  /* id, addr, key, op, pad, compare/add, swap */
-#define TF_ATRESP_LEN 24 /* id, status, pad, old value */
-#define TF_HELLO_MAX 256
-#define TF_MAX_IO (1u << 30) /* largest single remote write */
-#define TF_CHUNK (256u << 10) /* read response data per frame */
 #define TF_CHUNKS_OUT 4       /* read response frames queued at once per connection */
 #define FREE_KEEP 256         /* request records kept for reuse */
 #define RBUF_EXTRA (64u << 10)
 #define MEM_BUCKETS 1024
-
-enum {
-  TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_MSG, TF_RD_REQ, TF_RD_RESP, TF_WR_REQ, TF_WR_RESP,
-  TF_AT_REQ, TF_AT_RESP
-};
-
-typedef enum {
-  TC_CONNECTING,  /* active: TCP connect in flight */
-  TC_HELLO_SENT,  /* active: waiting for HELLO_ACK */
-  TC_WAIT_HELLO,  /* passive: waiting for the peer's HELLO */
-  TC_UP,          /* handshake done (passive: accepted) */
-  TC_REJECTING,   /* passive: REJECT being written, then close */
-} tc_state_t;
 
 typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT, W_RESP } wkind_t;
 
@@ -236,14 +215,6 @@ static wreq_t *wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op)
   w->kind = kind;
   w->data = w->last = 0;
   return w;
-}
-
-static void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind)
-{
-  rmx_put32(p, blen);
-  p[4] = kind;
-  p[5] = 0;
-  rmx_put16(p + 6, 0);
 }
 
 /* ---- closing ---- */
@@ -989,45 +960,6 @@ static int remote_allowed(rmx_tp_conn_t *tc)
   return 1;
 }
 
-/* Is this frame kind allowed now, with this body length? NULL if so. */
-static const char *frame_check(rmx_tp_conn_t *tc, uint8_t kind, uint32_t blen)
-{
-  if (kind > TF_MSG && tc->state != TC_UP)
-    return "remote operation before the handshake";
-  switch (kind) {
-  case TF_HELLO:
-    if (tc->state != TC_WAIT_HELLO)
-      return "unexpected HELLO";
-    return blen > TF_HELLO_MAX ? "oversized HELLO" : NULL;
-  case TF_HELLO_ACK:
-    if (tc->state != TC_HELLO_SENT)
-      return "unexpected HELLO_ACK";
-    return blen > TF_HELLO_MAX ? "oversized HELLO_ACK" : NULL;
-  case TF_REJECT:
-    if (tc->state != TC_HELLO_SENT)
-      return "unexpected REJECT";
-    return blen != 4 ? "malformed REJECT" : NULL;
-  case TF_MSG:
-    if (tc->state != TC_UP)
-      return "message before the handshake";
-    return blen > tc->max_frame ? "message frame larger than the receive buffers" : NULL;
-  case TF_RD_REQ:
-    return blen != TF_RDREQ_LEN ? "malformed read request" : NULL;
-  case TF_RD_RESP:
-    return blen < TF_RESP_SUB ? "malformed read response" : NULL;
-  case TF_WR_REQ:
-    return blen < TF_WRREQ_SUB ? "malformed write request" : NULL;
-  case TF_WR_RESP:
-    return blen != TF_RESP_SUB ? "malformed write response" : NULL;
-  case TF_AT_REQ:
-    return blen != TF_ATREQ_LEN ? "malformed atomic request" : NULL;
-  case TF_AT_RESP:
-    return blen != TF_ATRESP_LEN ? "malformed atomic response" : NULL;
-  default:
-    return tc->state == TC_WAIT_HELLO ? "not an rmx peer (bad first frame)" : "unknown frame kind";
-  }
-}
-
 /* A read response: match it to the oldest read, then stream its data. A
  * read is answered by one frame or more (chunks, in order); an error ends
  * it at any point. */
@@ -1086,10 +1018,9 @@ static void parse(rmx_tp_conn_t *tc)
     if (avail < TF_HDR)
       break;
     const uint8_t *p = tc->rbuf + tc->rpos;
-    uint32_t blen = rmx_get32(p);
-    uint8_t kind = p[4];
-    const char *why = p[5] || rmx_get16(p + 6) ? "frame flags or reserved bits set"
-                                               : frame_check(tc, kind, blen);
+    uint32_t blen;
+    uint8_t kind;
+    const char *why = tf_check(p, tc->state, tc->max_frame, &kind, &blen);
     if (why) {
       tc_proto_fail(tc, why);
       return;
