@@ -217,6 +217,23 @@ static wreq_t *wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op)
   return w;
 }
 
+/* The handshake is over: tell the owner (data/len: the peer's hello, on the
+ * active side). */
+static void establish(rmx_tp_conn_t *tc, const void *data, size_t len)
+{
+  tc->established = 1;
+  uv_timer_stop(&tc->timer);
+  raise_ev(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, data, len);
+}
+
+/* The peer's first frame beat our HELLO_ACK's write callback: established
+ * now. 0 when the owner closed the connection meanwhile. */
+static int establish_early(rmx_tp_conn_t *tc)
+{
+  establish(tc, NULL, 0);
+  return !tc->closing && !tc->dead;
+}
+
 /* ---- closing ---- */
 
 static void tc_free(rmx_tp_conn_t *tc)
@@ -312,11 +329,8 @@ static void write_cb(uv_write_t *req, int status)
     raise_ev(tc, RMX_TP_EV_SEND, rc, op, NULL, 0);
     break;
   case W_HELLO_ACK:
-    if (rc == 0 && !tc->established && !tc->closing && !tc->dead) {
-      tc->established = 1;
-      uv_timer_stop(&tc->timer);
-      raise_ev(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
-    }
+    if (rc == 0 && !tc->established && !tc->closing && !tc->dead)
+      establish(tc, NULL, 0);
     break;
   case W_REJECT:
     tc_close(tc);
@@ -888,9 +902,7 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
     break;
   case TF_HELLO_ACK:
     tc->state = TC_UP;
-    tc->established = 1;
-    uv_timer_stop(&tc->timer);
-    raise_ev(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, body, blen);
+    establish(tc, body, blen);
     break;
   case TF_REJECT: {
     int32_t st = (int32_t)rmx_get32(body);
@@ -898,13 +910,8 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
     break;
   }
   case TF_MSG:
-    if (!tc->established) { /* the peer's first message beat our write callback */
-      tc->established = 1;
-      uv_timer_stop(&tc->timer);
-      raise_ev(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
-      if (tc->closing || tc->dead)
-        return;
-    }
+    if (!tc->established && !establish_early(tc))
+      return;
     raise_ev(tc, RMX_TP_EV_RECV, 0, NULL, body, blen);
     break;
   case TF_RD_REQ:
@@ -946,12 +953,7 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
  */
 static int remote_allowed(rmx_tp_conn_t *tc)
 {
-  if (!tc->ready && !tc->established) {
-    tc->established = 1;
-    uv_timer_stop(&tc->timer);
-    raise_ev(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
-  }
-  if (tc->closing || tc->dead)
+  if (!tc->ready && !tc->established && !establish_early(tc))
     return 0;
   if (!tc->ready) {
     tc_proto_fail(tc, "remote request before the peer was accepted (authenticated)");
