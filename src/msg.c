@@ -230,16 +230,21 @@ out:
     c->ops->flush(c->tc);
 }
 
-static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin)
+/* Queue a control frame: FIN (fin), or a header with body[0..len). */
+static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin, const void *body,
+                      size_t len)
 {
   rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_CTRL);
   if (!op)
     return RMX_ENOMEM;
   op->ctrl = type;
-  if (type == RMX_FR_FIN)
+  if (type == RMX_FR_FIN) {
     op->frame_len = (uint32_t)rmx_wire_fin_encode(op->frame, 0, fin);
-  else
-    op->frame_len = (uint32_t)rmx_wire_hdr_encode(op->frame, type, 0, 0);
+  } else {
+    op->frame_len = (uint32_t)(rmx_wire_hdr_encode(op->frame, type, 0, (uint32_t)len) + len);
+    if (len)
+      memcpy(op->frame + RMX_WIRE_HDR_LEN, body, len);
+  }
   rmx_list_push(&c->ctrlq, &op->link);
   return 0;
 }
@@ -248,16 +253,10 @@ static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin)
  * credit like any frame; the peer returns it in a later header. */
 int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t len)
 {
-  rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_CTRL);
-  if (!op)
-    return RMX_ENOMEM;
-  op->ctrl = type;
-  op->frame_len = (uint32_t)(rmx_wire_hdr_encode(op->frame, type, 0, (uint32_t)len) + len);
-  if (len)
-    memcpy(op->frame + RMX_WIRE_HDR_LEN, body, len);
-  rmx_list_push(&c->ctrlq, &op->link);
-  rmx__msg_progress(c);
-  return 0;
+  int rc = queue_ctrl(c, type, NULL, body, len);
+  if (rc == 0)
+    rmx__msg_progress(c);
+  return rc;
 }
 
 int rmx__msg_queue_bye(rmx_conn_t *c)
@@ -269,7 +268,7 @@ int rmx__msg_queue_bye(rmx_conn_t *c)
   while ((n = rmx_list_pop(&c->ctrlq)) != NULL)
     rmx__op_put(rmx_container_of(n, rmx__op_t, link));
   c->credit_queued = 0;
-  int rc = queue_ctrl(c, RMX_FR_BYE, NULL);
+  int rc = queue_ctrl(c, RMX_FR_BYE, NULL, NULL, 0);
   if (rc == 0)
     rmx__msg_progress(c);
   return rc;
@@ -279,7 +278,7 @@ static void maybe_return_credits(rmx_conn_t *c)
 {
   uint32_t half = c->ctx->cfg.rx_depth / 2;
   if (c->owed_data >= half && !c->credit_queued && c->state == RMX_CS_ESTABLISHED) {
-    if (queue_ctrl(c, RMX_FR_CREDIT, NULL) == 0) {
+    if (queue_ctrl(c, RMX_FR_CREDIT, NULL, NULL, 0) == 0) {
       c->credit_queued = 1;
       c->st.credit_frames++;
     }
@@ -536,7 +535,7 @@ void rmx__msg_read_done(rmx_conn_t *c, rmx__op_t *op, int status)
   }
   op->ready = 1;
   rmx_wire_fin_t fin = {.id = op->rts.id, .status = 0};
-  if (queue_ctrl(c, RMX_FR_FIN, &fin) != 0) {
+  if (queue_ctrl(c, RMX_FR_FIN, &fin, NULL, 0) != 0) {
     rmx__conn_down(c, RMX_ENOMEM);
     return;
   }
@@ -589,6 +588,22 @@ static int hold(rmx_conn_t *c, const rmx_frame_t *f)
   return 0;
 }
 
+/*
+ * The peer used one of our receive buffers. Only a CREDIT frame may use
+ * its last credit (protocol.md, flow control); anything else there, or
+ * anything beyond, closes the connection. 0 when it did.
+ */
+static int rx_credit_spent(rmx_conn_t *c, int credit_frame)
+{
+  uint32_t depth = c->ctx->cfg.rx_depth;
+  if (++c->rx_unreturned <= depth - (credit_frame ? 0 : 1))
+    return 1;
+  protocol_error(c, c->rx_unreturned > depth
+                        ? "peer sent more frames than its credits allow"
+                        : "peer spent its last credit on something other than a CREDIT frame");
+  return 0;
+}
+
 void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
 {
   rmx_frame_t f;
@@ -613,14 +628,8 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
     return;
   }
   c->credits += f.credits;
-  /* A CREDIT frame may use the peer's last credit; nothing else may. */
-  if (f.type != RMX_FR_BYE &&
-      ++c->rx_unreturned > c->ctx->cfg.rx_depth - (f.type == RMX_FR_CREDIT ? 0 : 1)) {
-    protocol_error(c, f.type == RMX_FR_CREDIT || c->rx_unreturned > c->ctx->cfg.rx_depth
-                          ? "peer sent more frames than its credits allow"
-                          : "peer spent its last credit on something other than a CREDIT frame");
+  if (f.type != RMX_FR_BYE && !rx_credit_spent(c, f.type == RMX_FR_CREDIT))
     return;
-  }
   if (f.flags == RMX_FF_RPC_REP && f.rpc.status > 0)
     f.rpc.status = RMX_EIO; /* replies carry 0 or a negative status */
 
@@ -679,10 +688,8 @@ void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused)
   }
   if (c->state != RMX_CS_ESTABLISHED)
     return;
-  if (++c->rx_unreturned > c->ctx->cfg.rx_depth - 1) {
-    protocol_error(c, "peer wrote with immediate beyond its credits (or into its last)");
+  if (!rx_credit_spent(c, 0))
     return;
-  }
   if (refused) { /* the target refused the write: nothing to deliver, but the
                     peer spent a credit on it, which goes back */
     rmx__msg_credit_back(c);
