@@ -76,8 +76,9 @@ static int hello_check(rmx_ctx_t *ctx, const char *who, const void *data, size_t
     RMX_LOG(ctx, ERROR, "%s sent a handshake that is not rmx's (%zu bytes): refused", who, len);
     return rc;
   }
-  if (h->eager_size < 256 || h->eager_size > (1u << 20) || h->rx_depth < 4 ||
-      h->rx_depth > 16384 || h->max_msg == 0 || h->rma_window == 0 || h->rma_window > 4096) {
+  if (h->eager_size < RMX_EAGER_MIN || h->eager_size > RMX_EAGER_MAX ||
+      h->rx_depth < RMX_DEPTH_MIN || h->rx_depth > RMX_DEPTH_MAX || h->max_msg == 0 ||
+      h->rma_window == 0 || h->rma_window > RMX_RMA_WINDOW_MAX) {
     RMX_LOG(ctx, ERROR, "%s announced impossible limits (eager %u B, depth %u, largest message "
             "%llu B, remote window %u): refused", who, h->eager_size, h->rx_depth,
             (unsigned long long)h->max_msg, h->rma_window);

@@ -58,13 +58,9 @@ static int env_word(const char *name, const char *const *words, int n, int *out)
   return RMX_EINVAL;
 }
 
-/* Limits a configuration must respect, shared by env parsing and ctx_create. */
-#define RMX_EAGER_MIN 256u
-#define RMX_EAGER_MAX (1u << 20)
-#define RMX_DEPTH_MIN 4u
-#define RMX_DEPTH_MAX 16384u
+/* Largest configurable message (the other limits are in rmx_int.h: a
+ * peer's hello must respect them too). */
 #define RMX_MSG_MAX (1ull << 40)
-#define RMX_RMA_WINDOW_MAX 4096u
 
 int rmx_config_init(rmx_config_t *cfg)
 {
@@ -115,11 +111,10 @@ static int config_check(const rmx_config_t *c)
     return RMX_EINVAL;
   if (c->rx_depth < RMX_DEPTH_MIN || c->rx_depth > RMX_DEPTH_MAX)
     return RMX_EINVAL;
-  if (c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 || c->connect_timeout_ms == 0 ||
-      c->rpc_max_inflight == 0 || c->rnr_retry > 7)
-    return RMX_EINVAL;
-  if (c->max_msg_size == 0 || c->close_timeout_ms == 0 || c->max_conns == 0 ||
-      c->max_handshakes == 0 || c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX)
+  if (c->max_msg_size == 0 || c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 ||
+      c->connect_timeout_ms == 0 || c->rpc_max_inflight == 0 || c->rnr_retry > 7 ||
+      c->close_timeout_ms == 0 || c->max_conns == 0 || c->max_handshakes == 0 ||
+      c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX)
     return RMX_EINVAL;
   if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_POLL)
     return RMX_EINVAL;

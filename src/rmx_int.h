@@ -13,6 +13,14 @@
 
 enum { RMX_TP_TCP = 0, RMX_TP_VERBS = 1, RMX_TP_COUNT = 2 };
 #define RMX_CALL_BUCKETS 64
+
+/* Limits on both sides of the handshake: this side's configuration and a
+ * peer's hello (docs/protocol.md). */
+#define RMX_EAGER_MIN 256u
+#define RMX_EAGER_MAX (1u << 20)
+#define RMX_DEPTH_MIN 4u
+#define RMX_DEPTH_MAX 16384u
+#define RMX_RMA_WINDOW_MAX 4096u
 #define RMX_HANDLER_BUCKETS 64
 
 /* ---- deferred work: runs from the loop, never inside an API call ---- */
