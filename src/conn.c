@@ -167,8 +167,9 @@ void rmx_listener_close(rmx_listener_t *l)
   listener_unref(l);
 }
 
-void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, size_t len)
+void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t len)
 {
+  rmx_listener_t *l = owner;
   rmx_ctx_t *ctx = l->ctx;
   const rmx_tp_ops_t *ops = ctx->tp_ops[l->tpi];
   rmx_wire_hello_t h;
@@ -182,8 +183,8 @@ void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, s
   }
   if (l->nconns >= ctx->cfg.max_conns || l->naccepting >= ctx->cfg.max_handshakes) {
     uint32_t held;
-    if (ctx->cfg.log_level >= RMX_LOG_WARN && rmx__ratelimit(ctx, &l->rl_full, &held))
-      rmx__log(ctx, RMX_LOG_WARN, "listener full (%u connections, %u in their handshake; "
+    if (ctx->cfg.log_level >= RMX_LOG_WARN && rmx__ratelimit(&l->rl_full, uv_now(ctx->loop), &held))
+      rmx__log(RMX_LOG_WARN, "listener full (%u connections, %u in their handshake; "
                "RMX_MAX_CONNS %u, RMX_MAX_HANDSHAKES %u): refusing a peer (%u more not logged)",
                l->nconns, l->naccepting, ctx->cfg.max_conns, ctx->cfg.max_handshakes, held);
     ops->reject(tc, RMX_ECONNREFUSED);

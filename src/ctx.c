@@ -216,35 +216,36 @@ void rmx__op_put(rmx__op_t *op)
 
 /* ---- context ---- */
 
-int rmx__ctx_tp(rmx_ctx_t *ctx, rmx__scheme_t scheme, int *tpi)
+static int tp_open(rmx_ctx_t *ctx, int i)
 {
-  int i;
-  switch (scheme) {
-  case RMX_SCHEME_TCP: i = RMX_TP_TCP; break;
-#ifdef RMX_HAVE_VERBS
-  case RMX_SCHEME_RDMA: i = RMX_TP_VERBS; break;
-  case RMX_SCHEME_AUTO: {
-    /* Verbs when a device can be opened here, else TCP. */
-    i = RMX_TP_VERBS;
-    if (!ctx->tp[i] && ctx->tp_ops[i]->init(ctx, &ctx->tp[i]) != 0)
-      i = RMX_TP_TCP;
-    break;
+  if (ctx->tp[i])
+    return 0;
+  return ctx->tp_ops[i]->init(&ctx->tp_env, &ctx->tp[i]);
+}
+
+/* The transport instance for a URI scheme, opened on first use. */
+int rmx__ctx_tp(rmx_ctx_t *ctx, const char *scheme, int *tpi)
+{
+  const char *why = "";
+  int slots[RMX_TP_COUNT], rc = RMX_ENODEV;
+  if (strcmp(scheme, "auto") == 0) {
+    /* The first transport that can open here (verbs: a device). */
+    int n = rmx__tp_auto(slots);
+    for (int k = 0; k < n; k++)
+      if ((rc = tp_open(ctx, slots[k])) == 0) {
+        *tpi = slots[k];
+        return 0;
+      }
+    return rc;
   }
-#else
-  case RMX_SCHEME_RDMA:
-    RMX_LOG(ctx, ERROR, "rdma:// is not available: rmx was built without rdma-core");
-    return RMX_ENOTSUP;
-  case RMX_SCHEME_AUTO: i = RMX_TP_TCP; break;
-#endif
-  default: return RMX_EINVAL;
+  if ((rc = rmx__tp_lookup(scheme, tpi, &why)) != 0) {
+    if (rc == RMX_ENOTSUP)
+      RMX_LOG(ctx, ERROR, "%s:// is not available: %s", scheme, why);
+    else
+      RMX_LOG(ctx, ERROR, "%s:// names no transport rmx has", scheme);
+    return rc;
   }
-  if (!ctx->tp[i]) {
-    int rc = ctx->tp_ops[i]->init(ctx, &ctx->tp[i]);
-    if (rc)
-      return rc;
-  }
-  *tpi = i;
-  return 0;
+  return tp_open(ctx, *tpi);
 }
 
 /*
@@ -321,10 +322,10 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   rmx__pool_init(&ctx->pool);
   if ((rc = rmx__regcache_init(ctx)) != 0)
     goto err_handles;
-  ctx->tp_ops[RMX_TP_TCP] = &rmx_tcp_ops;
-#ifdef RMX_HAVE_VERBS
-  ctx->tp_ops[RMX_TP_VERBS] = &rmx_verbs_ops;
-#endif
+  for (int i = 0; i < RMX_TP_COUNT; i++)
+    ctx->tp_ops[i] = rmx__tp_ops(i); /* NULL where not built */
+  ctx->tp_env = (rmx_tp_env_t){.loop = ctx->loop, .cfg = &ctx->cfg, .event = rmx__tp_event,
+                               .incoming = rmx__tp_incoming};
   *out = ctx;
   return 0;
 
@@ -363,8 +364,6 @@ int rmx_ctx_run(rmx_ctx_t *ctx)
 void rmx_ctx_stop(rmx_ctx_t *ctx) { uv_stop(ctx->loop); }
 
 struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx) { return ctx->loop; }
-struct uv_loop_s *rmx__ctx_uv(rmx_ctx_t *ctx) { return ctx->loop; }
-const rmx_config_t *rmx__ctx_cfg(rmx_ctx_t *ctx) { return &ctx->cfg; }
 
 static void ctx_free(rmx_ctx_t *ctx)
 {

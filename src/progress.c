@@ -5,8 +5,9 @@
  */
 #include "rmx_int.h"
 
-void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev)
+void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
 {
+  rmx_conn_t *c = owner;
   rmx_ctx_t *ctx = c->ctx; /* c may be gone after dispatch; ctx is not */
   ctx->in_cb++;
   switch (ev->type) {

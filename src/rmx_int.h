@@ -5,13 +5,17 @@
 #include <rmx/rmx.h>
 #include <uv.h>
 
-#include "../transport/transport.h"
-#include "list.h"
+#include "base/error.h"
+#include "base/list.h"
+#include "base/log.h"
+#include "base/uri.h"
+#include "registry.h"
 #include "wire.h"
 
 #define RMX_HIDDEN __attribute__((visibility("hidden")))
 
-enum { RMX_TP_TCP = 0, RMX_TP_VERBS = 1, RMX_TP_COUNT = 2 };
+/* Log at the context's level. */
+#define RMX_LOG(ctx, lvl, ...) RMX_LOG_AT((ctx)->cfg.log_level, lvl, __VA_ARGS__)
 #define RMX_CALL_BUCKETS 64
 
 /* Limits on both sides of the handshake: this side's configuration and a
@@ -285,6 +289,7 @@ struct rmx_ctx {
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
   uv_timer_t close_timer;
+  rmx_tp_env_t tp_env;  /* what the transports know of this context */
   rmx_tp_t *tp[RMX_TP_COUNT];
   const rmx_tp_ops_t *tp_ops[RMX_TP_COUNT];
   rmx_list_t conns;
@@ -306,22 +311,15 @@ struct rmx_ctx {
   uv_timer_t auth_timer;
 };
 
-/* ---- URIs ---- */
-typedef enum { RMX_SCHEME_TCP, RMX_SCHEME_RDMA, RMX_SCHEME_AUTO } rmx__scheme_t;
-typedef struct rmx__uri {
-  rmx__scheme_t scheme;
-  char host[256];
-  char port[8];
-} rmx__uri_t;
-int rmx__uri_parse(const char *uri, rmx__uri_t *u);
-const char *rmx__scheme_name(rmx__scheme_t s);
-
 /* ---- core internals shared between files ---- */
-int rmx__ctx_tp(rmx_ctx_t *ctx, rmx__scheme_t scheme, int *tpi);
+int rmx__ctx_tp(rmx_ctx_t *ctx, const char *scheme, int *tpi);
 void rmx__conn_unref_op(rmx_conn_t *c);
 void rmx__conn_down(rmx_conn_t *c, int status);
 void rmx__conn_bye_sent(rmx_conn_t *c);
 void rmx__conn_on_event(rmx_conn_t *c, const rmx_tp_ev_t *ev);
+/* The callbacks the transports are handed (rmx_tp_env_t). */
+void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);
+void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
 void rmx__conn_close_expired(rmx_ctx_t *ctx);
 void rmx__ctx_conn_freed(rmx_ctx_t *ctx);
 

@@ -56,8 +56,6 @@ void rmx_wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_r
   rmx_put32(ext + 12, (uint32_t)rpc->status);
 }
 
-int32_t rmx_wire_status(int32_t v) { return v <= 0 && v > -5000 ? v : RMX_EIO; }
-
 static void rpc_decode(const uint8_t *p, rmx_wire_rpc_t *rpc)
 {
   rpc->call_id = rmx_get64(p);

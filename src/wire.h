@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/bytes.h"
+
 #define RMX_WIRE_MAGIC 0x31584d52u /* "RMX1" read as little-endian */
 #define RMX_WIRE_VERSION 1
 #define RMX_WIRE_HELLO_LEN 32
@@ -104,35 +106,10 @@ void rmx_wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_r
 /* Patch the credits field of an encoded header. */
 void rmx_wire_set_credits(uint8_t *hdr, uint16_t credits);
 
-/* A status that came off the wire: 0 or an rmx error code as sent; any
- * other value (positive, or beyond the codes rmx uses) becomes RMX_EIO. */
-int32_t rmx_wire_status(int32_t v);
-
 /*
  * Decode one whole frame of exactly len bytes. 0, or RMX_EPROTO with *why
  * set to a static reason. The payload view points into buf.
  */
 int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **why);
-
-static inline void rmx_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void rmx_put32(uint8_t *p, uint32_t v)
-{
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void rmx_put64(uint8_t *p, uint64_t v)
-{
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t rmx_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline uint32_t rmx_get32(const uint8_t *p)
-{
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t rmx_get64(const uint8_t *p)
-{
-  return (uint64_t)rmx_get32(p) | (uint64_t)rmx_get32(p + 4) << 32;
-}
 
 #endif

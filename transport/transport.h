@@ -1,17 +1,38 @@
 /*
  * The transport interface (internal). A transport moves opaque frames
- * between two connected endpoints, reads remote memory, and registers local
- * memory. It knows nothing of credits, rendezvous or RPC: that is the core's.
+ * between two connected endpoints, reads and writes remote memory, and
+ * registers local memory. It knows nothing of credits, rendezvous or RPC:
+ * that is the core's.
+ *
+ * Layers: a transport includes this header, src/base/ and its own folder,
+ * nothing else of rmx. It reaches the core only through the rmx_tp_env_t
+ * it was handed at init; the core reaches it only through its ops table,
+ * found in the registry (src/registry.c).
  *
  * Rules every transport keeps:
+ * - No op blocks on a peer or on the network. Ops that may block on the
+ *   local kernel say so (mem_reg pins pages; connect resolves a route with
+ *   rdma_cm). Everything else returns at once.
  * - No op calls back into the core from inside itself; events are raised
  *   from the event loop (libuv callbacks), never synchronously. Exception:
  *   close() may be called from inside an event handler and must cope.
- * - Every send/read posted with success is reported exactly once through
- *   rmx__tp_event() (RMX_TP_EV_SEND / RMX_TP_EV_READ), with an error status
- *   when the connection is closed or dies, and before RMX_TP_EV_CLOSED.
+ * - Every send/read/write/atomic posted with success is reported exactly
+ *   once through env->event (RMX_TP_EV_SEND / READ / WRITE / ATOMIC), with
+ *   an error status when the connection is closed or dies, and before
+ *   RMX_TP_EV_CLOSED. An op that returns an error was not posted and is
+ *   never reported.
  * - Ops a transport lacks are stubs returning RMX_ENOTSUP, never NULL.
  * - Errors are converted to RMX_E* at the transport edge.
+ * - Memory named by an op (sge, dst, src, old) belongs to the caller and
+ *   must stay valid until that op's event; hello bytes are copied.
+ *
+ * Limits the core must respect, per transport (ops table fields):
+ * - hello_max: longest hello connect() carries (verbs: rdma_cm private
+ *   data, 56 bytes, 196 in an accept; TCP: 256 both ways).
+ * - max_io: longest single read or write; the core splits longer ones.
+ * - keys: TCP keys are 64 random bits; verbs keys are the 32-bit rkey.
+ * - RMX_TP_F_LOCAL_REG: local buffers of read/write/send (other than small
+ *   frames sent inline) must be registered (verbs).
  */
 #ifndef RMX_TRANSPORT_H
 #define RMX_TRANSPORT_H
@@ -20,6 +41,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+
+#include "../src/base/error.h"
+#include "../src/base/list.h"
+#include "../src/base/log.h"
 
 struct uv_loop_s;
 typedef struct rmx_tp rmx_tp_t;                   /* per-context transport instance */
@@ -69,6 +94,27 @@ typedef struct rmx_tp_ev {
   size_t len;
 } rmx_tp_ev_t;
 
+/*
+ * What the core hands a transport at init: all the transport knows of it.
+ * The pointers stay valid until fini() returns; a transport whose instance
+ * outlives fini (sockets still closing) must not touch env after it.
+ * Owners are the core's objects, opaque here: the transport only passes
+ * them back.
+ */
+typedef struct rmx_tp_env {
+  struct uv_loop_s *loop;   /* the context's loop: every event comes from it */
+  const rmx_config_t *cfg;  /* read only: log level, timeouts, limits */
+  /* An event for the connection whose owner was given to connect/accept. */
+  void (*event)(void *conn_owner, const rmx_tp_ev_t *ev);
+  /* A peer asks to connect to the listener of listener_owner and presented
+   * its hello (valid during the call). The core answers with accept() or
+   * reject() before returning. */
+  void (*incoming)(void *listener_owner, rmx_tp_conn_t *tc, const void *hello, size_t len);
+} rmx_tp_env_t;
+
+/* Log through the base logger at the context's level. */
+#define RMX_TP_LOG(env, lvl, ...) RMX_LOG_AT((env)->cfg->log_level, lvl, __VA_ARGS__)
+
 /* Transport traits. */
 enum {
   RMX_TP_F_LOCAL_REG = 1, /* local buffers must be registered (verbs) */
@@ -80,49 +126,68 @@ enum {
 };
 
 typedef struct rmx_tp_ops {
-  const char *name; /* "tcp", "rdma" */
+  const char *name; /* the URI scheme: "tcp", "rdma" */
   unsigned flags;   /* RMX_TP_F_* */
   uint8_t wire_id;  /* names the transport inside packed remote keys */
   size_t max_io;    /* largest read or write the transport takes at once */
+  size_t hello_max; /* longest hello connect() carries */
 
-  /* Create the per-context instance. May fail with RMX_ENODEV. */
-  int (*init)(rmx_ctx_t *ctx, rmx_tp_t **tp);
+  /* Create the per-context instance. Errors: RMX_ENODEV (no device here),
+   * RMX_ENOMEM, RMX_ENOTSUP. */
+  int (*init)(const rmx_tp_env_t *env, rmx_tp_t **tp);
   /* Release it; every listener and connection is already closed. */
   void (*fini)(rmx_tp_t *tp);
 
-  /* Bind and listen. Incoming handshakes go to rmx__tp_incoming(). */
-  int (*listen)(rmx_tp_t *tp, const struct sockaddr *sa, rmx_listener_t *owner,
-                rmx_tp_listener_t **out);
+  /* Bind and listen on sa. Incoming peers go to env->incoming(owner, ...).
+   * Errors: RMX_EADDRINUSE, RMX_EADDRNOTAVAIL, RMX_EACCES, RMX_ENODEV (no
+   * device on that address), RMX_ENOMEM, RMX_EIO. */
+  int (*listen)(rmx_tp_t *tp, const struct sockaddr *sa, void *owner, rmx_tp_listener_t **out);
+  /* The bound address (the port chosen when sa asked for port 0). */
   int (*listen_addr)(rmx_tp_listener_t *l, struct sockaddr_storage *ss);
-  /* Stop listening and free; no further incoming calls. */
+  /* Stop listening and free; no further incoming calls. Peers whose
+   * request is not answered yet are refused. */
   void (*listen_close)(rmx_tp_listener_t *l);
 
-  /* Start connecting; hello is copied. ESTABLISHED or DISCONNECTED follows. */
+  /* Start connecting to sa; hello (at most hello_max bytes) is copied.
+   * ESTABLISHED (with the peer's hello) or DISCONNECTED follows, from the
+   * loop. May block briefly on the local kernel (verbs resolves a route).
+   * Errors (nothing follows): RMX_EINVAL (hello too long), RMX_ENOMEM,
+   * RMX_ENODEV, RMX_EIO. */
   int (*connect)(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
-                 rmx_conn_t *owner, rmx_tp_conn_t **out);
-  /* Answer an incoming request with our hello; ESTABLISHED follows. */
-  int (*accept)(rmx_tp_conn_t *tc, rmx_conn_t *owner, const void *hello, size_t len);
+                 void *owner, rmx_tp_conn_t **out);
+  /* Answer an incoming request (inside env->incoming) with our hello;
+   * ESTABLISHED or DISCONNECTED follows. On error the core calls reject().
+   * Errors: RMX_EINVAL (hello too long), RMX_ENOMEM, RMX_EIO. */
+  int (*accept)(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len);
   /* Refuse an incoming request with a status the peer's connect reports;
    * the transport frees tc, and raises no event for it. */
   void (*reject)(rmx_tp_conn_t *tc, int status);
-  /* Abort I/O; posted ops complete with RMX_ECANCELED; CLOSED follows. */
+  /* Abort I/O; posted ops complete with RMX_ECANCELED; CLOSED follows, and
+   * tc is freed after it. Called once per connection. */
   void (*close)(rmx_tp_conn_t *tc);
 
-  /* Send one frame gathered from sge[0..n). The memory stays valid until the
-   * SEND event. RMX_EAGAIN: the send queue is full; try again after a
-   * completion. A transport may hold posted work until flush(). */
+  /* Send one frame gathered from sge[0..n) (n <= RMX_TP_MAX_SGE). The
+   * memory stays the caller's until the SEND event. A transport may hold
+   * posted work until flush(). Errors (not posted): RMX_EAGAIN (the send
+   * queue is full: try again after a completion), RMX_ENOTCONN (not
+   * established or going down), RMX_EMSGSIZE (longer than the peer's
+   * receive buffer), RMX_EINVAL (an unregistered element where the
+   * transport needs registration). */
   int (*send)(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
-  /* Read len bytes at the peer's raddr (key rkey) into dst. RMX_EAGAIN as
-   * for send. */
+  /* Read len (<= max_io) bytes at the peer's raddr (key rkey) into dst;
+   * dst_mem is its registration (required with RMX_TP_F_LOCAL_REG). The
+   * READ event's status says whether the peer allowed it (RMX_EACCES).
+   * Errors as for send. */
   int (*read)(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
               uint64_t raddr, uint64_t rkey, void *op);
-  /* Write len bytes from src at the peer's raddr. With imm non-NULL the peer
-   * gets an IMM event after the data, and one of its receive buffers is
-   * used. RMX_EAGAIN as for send. */
+  /* Write len (<= max_io) bytes from src at the peer's raddr. With imm
+   * non-NULL the peer gets an IMM event after the data, and one of its
+   * receive buffers is used. Errors as for send. */
   int (*write)(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
                uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
-  /* An 8-byte atomic at raddr; *old is written before the ATOMIC event.
-   * RMX_ENOTSUP where the device has none. */
+  /* An 8-byte atomic at raddr (8-byte aligned); *old is written before the
+   * ATOMIC event. Errors as for send, and RMX_ENOTSUP where the device has
+   * no atomics. */
   int (*atomic)(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
                 uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
   /* RMX_TP_CAP_* of an established connection. */
@@ -138,55 +203,21 @@ typedef struct rmx_tp_ops {
    * that connection's peer may reach the memory remotely (where the
    * transport can enforce it: TCP does; verbs cannot, see docs/security.md);
    * NULL: any peer of this instance that holds the key. May block (verbs
-   * pins pages). Keys are unguessable where the transport makes them. */
+   * pins pages). Keys are unguessable where the transport makes them.
+   * Errors: RMX_ENOMEM, RMX_EMEMLOCK (the locked-memory limit), RMX_EACCES,
+   * RMX_EIO, RMX_ENODEV (verbs: no device opened yet). */
   int (*mem_reg)(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_conn_t *scope,
                  rmx_tp_mem_t **out);
   /* Release a registration. After it returns the transport never touches
-   * the memory again and no new remote access starts; a remote operation
+   * the memory again and no new remote access starts. Local ops posted
+   * with it must have completed (the core keeps that). A remote operation
    * in progress on it fails at its initiator (TCP: RMX_EACCES, the
-   * connection stays; verbs: a remote access error, which ends that
+   * connection stays; a TCP answer still queued on a socket cuts that
+   * connection; verbs: a remote access error, which ends that
    * connection). Never blocks on a peer. */
   void (*mem_dereg)(rmx_tp_mem_t *m);
-  /* The key a peer names this registration by. */
+  /* The key a peer names this registration by (valid until mem_dereg). */
   uint64_t (*mem_rkey)(const rmx_tp_mem_t *m);
 } rmx_tp_ops_t;
-
-/* ---- what the core offers transports ---- */
-
-/* Deliver an event for a connection the core owns. */
-void rmx__tp_event(rmx_conn_t *c, const rmx_tp_ev_t *ev);
-/* An incoming connection presented its hello. The core answers with accept()
- * or reject() before returning. */
-void rmx__tp_incoming(rmx_listener_t *l, rmx_tp_conn_t *tc, const void *hello, size_t len);
-
-struct uv_loop_s *rmx__ctx_uv(rmx_ctx_t *ctx);
-const rmx_config_t *rmx__ctx_cfg(rmx_ctx_t *ctx);
-void rmx__log(rmx_ctx_t *ctx, rmx_log_level_t lvl, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Numeric "host:port" for logs; buf of at least 64 bytes. */
-const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len);
-
-#define RMX_LOG(ctx, lvl, ...)                                      \
-  do {                                                              \
-    if ((int)rmx__ctx_cfg(ctx)->log_level >= (int)RMX_LOG_##lvl)    \
-      rmx__log((ctx), RMX_LOG_##lvl, __VA_ARGS__);                  \
-  } while (0)
-
-/* One log line per second at most for a condition a peer can repeat at
- * will (refused requests, limits hit): rmx__ratelimit() says whether to log
- * now and how many lines were held back since the last. */
-typedef struct rmx__ratelimit {
-  uint64_t next_ms;
-  uint32_t held;
-} rmx__ratelimit_t;
-int rmx__ratelimit(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, uint32_t *held);
-
-/* libuv status -> RMX_E* (the transport edge). */
-int rmx__uv_err(int uv_status);
-
-extern const rmx_tp_ops_t rmx_tcp_ops;
-#ifdef RMX_HAVE_VERBS
-extern const rmx_tp_ops_t rmx_verbs_ops;
-#endif
 
 #endif

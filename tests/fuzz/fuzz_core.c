@@ -68,20 +68,20 @@ static uint64_t olds[RMAX];
 
 /* ---- the fake transport ---- */
 
-static int fk_init(rmx_ctx_t *ctx, rmx_tp_t **tp) { *tp = (rmx_tp_t *)&fk; return 0; }
+static int fk_init(const rmx_tp_env_t *env, rmx_tp_t **tp) { *tp = (rmx_tp_t *)&fk; return 0; }
 static void fk_fini(rmx_tp_t *tp) {}
-static int fk_listen(rmx_tp_t *tp, const struct sockaddr *sa, rmx_listener_t *o,
+static int fk_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *o,
                      rmx_tp_listener_t **out) { return RMX_ENOTSUP; }
 static int fk_listen_addr(rmx_tp_listener_t *l, struct sockaddr_storage *ss) { return RMX_ENOTSUP; }
 static void fk_listen_close(rmx_tp_listener_t *l) {}
 static int fk_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *h, size_t len,
-                      rmx_conn_t *owner, rmx_tp_conn_t **out)
+                      void *owner, rmx_tp_conn_t **out)
 {
   fk.owner = owner;
   *out = &fk.tc;
   return 0;
 }
-static int fk_accept(rmx_tp_conn_t *tc, rmx_conn_t *o, const void *h, size_t l) { return RMX_ENOTSUP; }
+static int fk_accept(rmx_tp_conn_t *tc, void *o, const void *h, size_t l) { return RMX_ENOTSUP; }
 static void fk_reject(rmx_tp_conn_t *tc, int st) {}
 static void fk_close(rmx_tp_conn_t *tc)
 {
@@ -334,7 +334,7 @@ static void recv_raw(prog_t *g)
 
 static void app_rma(prog_t *g)
 {
-  static rmx_rkey_t rk = {.tpi = RMX_TP_TCP, .access = 15, .base = 0x100000, .len = 1 << 20,
+  static rmx_rkey_t rk = {.tpi = 0 /* tcp */, .access = 15, .base = 0x100000, .len = 1 << 20,
                           .key = 9};
   unsigned what = next8(g) % 5;
   uint64_t off = next16(g) * 8u;
@@ -453,7 +453,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   cfg.rpc_max_inflight = 4;
   cfg.log_level = getenv("FUZZ_LOG") ? RMX_LOG_DEBUG : RMX_LOG_NONE; /* to see why */
   FUZZ_CHECK(rmx_ctx_create(&app.ctx, NULL, &cfg) == 0);
-  app.ctx->tp_ops[RMX_TP_TCP] = &fake_ops;
+  int slot; /* the fake stands in for tcp:// */
+  const char *why;
+  FUZZ_CHECK(rmx__tp_lookup("tcp", &slot, &why) == 0);
+  app.ctx->tp_ops[slot] = &fake_ops;
   FUZZ_CHECK(rmx_rpc_register(app.ctx, 1, rpc_echo, NULL) == 0);
   FUZZ_CHECK(rmx_rpc_register(app.ctx, 2, rpc_hold, NULL) == 0);
   FUZZ_CHECK(rmx_connect(app.ctx, "tcp://127.0.0.1:9", on_connected, NULL, &app.c) == 0);

@@ -50,20 +50,20 @@ static struct app {
 
 /* ---- the fake transport ---- */
 
-static int fk_init(rmx_ctx_t *ctx, rmx_tp_t **tp) { *tp = (rmx_tp_t *)&fk; return 0; }
+static int fk_init(const rmx_tp_env_t *env, rmx_tp_t **tp) { *tp = (rmx_tp_t *)&fk; return 0; }
 static void fk_fini(rmx_tp_t *tp) {}
-static int fk_listen(rmx_tp_t *tp, const struct sockaddr *sa, rmx_listener_t *o,
+static int fk_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *o,
                      rmx_tp_listener_t **out) { return RMX_ENOTSUP; }
 static int fk_listen_addr(rmx_tp_listener_t *l, struct sockaddr_storage *ss) { return RMX_ENOTSUP; }
 static void fk_listen_close(rmx_tp_listener_t *l) {}
 static int fk_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *h, size_t len,
-                      rmx_conn_t *owner, rmx_tp_conn_t **out)
+                      void *owner, rmx_tp_conn_t **out)
 {
   fk.owner = owner;
   *out = &fk.tc;
   return 0;
 }
-static int fk_accept(rmx_tp_conn_t *tc, rmx_conn_t *o, const void *h, size_t l) { return RMX_ENOTSUP; }
+static int fk_accept(rmx_tp_conn_t *tc, void *o, const void *h, size_t l) { return RMX_ENOTSUP; }
 static void fk_reject(rmx_tp_conn_t *tc, int st) {}
 static void fk_close(rmx_tp_conn_t *tc) { fk.closed = 1; }
 static int fk_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
@@ -203,7 +203,10 @@ static int setup(void **state)
   assert_int_equal(rmx_ctx_create(&app.ctx, NULL, &cfg), 0);
   fake_reg_ops = fake_ops;
   fake_reg_ops.flags = RMX_TP_F_LOCAL_REG;
-  app.ctx->tp_ops[RMX_TP_TCP] = *state ? &fake_reg_ops : &fake_ops;
+  int slot; /* the fake stands in for tcp:// */
+  const char *why;
+  assert_int_equal(rmx__tp_lookup("tcp", &slot, &why), 0);
+  app.ctx->tp_ops[slot] = *state ? &fake_reg_ops : &fake_ops;
   assert_int_equal(rmx_connect(app.ctx, "tcp://127.0.0.1:9", on_connected, NULL, &app.c), 0);
   while (!fk.owner)
     uv_run(rmx_ctx_loop(app.ctx), UV_RUN_ONCE);

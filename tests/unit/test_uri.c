@@ -10,17 +10,17 @@ static void parses_valid(void **state)
 {
   rmx__uri_t u;
   assert_int_equal(rmx__uri_parse("tcp://127.0.0.1:7471", &u), 0);
-  assert_int_equal(u.scheme, RMX_SCHEME_TCP);
+  assert_string_equal(u.scheme, "tcp");
   assert_string_equal(u.host, "127.0.0.1");
   assert_string_equal(u.port, "7471");
 
   assert_int_equal(rmx__uri_parse("rdma://node-7.example", &u), 0);
-  assert_int_equal(u.scheme, RMX_SCHEME_RDMA);
+  assert_string_equal(u.scheme, "rdma");
   assert_string_equal(u.host, "node-7.example");
   assert_string_equal(u.port, "7471"); /* the default */
 
   assert_int_equal(rmx__uri_parse("auto://[::1]:0", &u), 0);
-  assert_int_equal(u.scheme, RMX_SCHEME_AUTO);
+  assert_string_equal(u.scheme, "auto");
   assert_string_equal(u.host, "::1");
   assert_string_equal(u.port, "0");
 
@@ -32,7 +32,8 @@ static void parses_valid(void **state)
 static void rejects_invalid(void **state)
 {
   static const char *const bad[] = {
-    "", "127.0.0.1:7471", "tcp:/127.0.0.1:1", "udp://127.0.0.1:1", "TCP://h:1",
+    "", "127.0.0.1:7471", "tcp:/127.0.0.1:1", "://h:1", "TCP://h:1", "t-p://h:1",
+    "averyveryverylongscheme://h:1",
     "tcp://", "tcp://:7471", "tcp://h:", "tcp://h:65536", "tcp://h:99999999",
     "tcp://h:12a", "tcp://h:1/path", "tcp://[::1", "tcp://[::1]x", "tcp://h]:1",
     "tcp://[]:1", "tcp://h:-1",
@@ -49,6 +50,28 @@ static void rejects_invalid(void **state)
   assert_int_equal(rmx__uri_parse(longhost, &u), RMX_EINVAL);
 }
 
+/* Which schemes exist is the registry's: the URI only has to be well formed. */
+static void schemes_come_from_the_registry(void **state)
+{
+  rmx__uri_t u;
+  int slot;
+  const char *why = NULL;
+  assert_int_equal(rmx__uri_parse("udp://127.0.0.1:1", &u), 0);
+  assert_int_equal(rmx__tp_lookup(u.scheme, &slot, &why), RMX_EINVAL);
+  assert_int_equal(rmx__tp_lookup("tcp", &slot, &why), 0);
+  assert_string_equal(rmx__tp_ops(slot)->name, "tcp");
+  int rc = rmx__tp_lookup("rdma", &slot, &why);
+  if (rc == 0)
+    assert_string_equal(rmx__tp_ops(slot)->name, "rdma");
+  else
+    assert_true(rc == RMX_ENOTSUP && why != NULL);
+  assert_int_equal(rmx__tp_lookup("auto", &slot, &why), RMX_EINVAL); /* not a slot */
+  int slots[RMX_TP_COUNT];
+  int n = rmx__tp_auto(slots);
+  assert_true(n >= 1);
+  assert_string_equal(rmx__tp_ops(slots[n - 1])->name, "tcp"); /* the fallback */
+}
+
 static void errors_have_names(void **state)
 {
   assert_string_equal(rmx_err_name(RMX_ECONNRESET), "RMX_ECONNRESET");
@@ -63,6 +86,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(parses_valid),
     cmocka_unit_test(rejects_invalid),
+    cmocka_unit_test(schemes_come_from_the_registry),
     cmocka_unit_test(errors_have_names),
   };
   return cmocka_run_group_tests_name("uri", tests, NULL, NULL);

@@ -1,7 +1,7 @@
 /* The TCP stream framing's header checks: see frame.h. */
 #include "frame.h"
 
-#include "../../src/wire.h"
+#include "../../src/base/bytes.h"
 
 void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind)
 {

@@ -25,8 +25,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#include "../../src/list.h"
-#include "../../src/wire.h"
+#include "../../src/base/bytes.h"
 #include "../transport.h"
 #include "frame.h"
 
@@ -104,7 +103,7 @@ struct rmx_tp_mem {
 };
 
 struct rmx_tp {
-  rmx_ctx_t *ctx;
+  const rmx_tp_env_t *env;
   uv_loop_t *loop;
   rmx_list_t free_w, free_rd, free_srv;
   uint32_t nfree_w, nfree_rd, nfree_srv;
@@ -119,7 +118,7 @@ struct rmx_tp {
 struct rmx_tp_listener {
   uv_tcp_t h;
   rmx_tp_t *tp;
-  rmx_listener_t *owner;
+  void *owner;
   rmx_list_t pending; /* accepted sockets still before their HELLO */
   uint32_t npending;
 };
@@ -129,7 +128,7 @@ struct rmx_tp_conn {
   uv_timer_t timer;
   uv_connect_t creq;
   rmx_tp_t *tp;
-  rmx_conn_t *owner;
+  void *owner;
   rmx_tp_listener_t *lst; /* passive, before HELLO */
   rmx_list_t lst_link;
   tc_state_t state;
@@ -175,7 +174,7 @@ static void raise_ev(rmx_tp_conn_t *tc, rmx_tp_ev_type_t t, int status, void *op
                      const void *data, size_t len)
 {
   rmx_tp_ev_t ev = {.type = t, .status = status, .op = op, .data = data, .len = len};
-  rmx__tp_event(tc->owner, &ev);
+  tc->tp->env->event(tc->owner, &ev);
 }
 
 /* Records are reused, but only so many are kept: a burst a peer caused
@@ -303,7 +302,7 @@ static void tc_proto_fail(rmx_tp_conn_t *tc, const char *why)
   int len = sizeof(ss);
   if (uv_tcp_getpeername(&tc->h, (struct sockaddr *)&ss, &len) == 0)
     rmx__sa_str((struct sockaddr *)&ss, peer, sizeof(peer));
-  RMX_LOG(tc->tp->ctx, ERROR, "tcp: closing connection with %s: %s", peer, why);
+  RMX_TP_LOG(tc->tp->env, ERROR, "tcp: closing connection with %s: %s", peer, why);
   tc_fail(tc, RMX_EPROTO);
 }
 
@@ -548,9 +547,9 @@ static void mem_unuse(rmx_tp_mem_t *m)
 static void refused(rmx_tp_conn_t *tc, const char *what, uint64_t len, uint64_t addr, int status)
 {
   uint32_t held;
-  if (rmx__ctx_cfg(tc->tp->ctx)->log_level >= RMX_LOG_WARN &&
-      rmx__ratelimit(tc->tp->ctx, &tc->tp->rl_refused, &held))
-    rmx__log(tc->tp->ctx, RMX_LOG_WARN,
+  if (tc->tp->env->cfg->log_level >= RMX_LOG_WARN &&
+      rmx__ratelimit(&tc->tp->rl_refused, uv_now(tc->tp->loop), &held))
+    rmx__log(RMX_LOG_WARN,
              "tcp: refused a remote %s of %llu bytes at 0x%llx: %s (%u more refusals not logged)",
              what, (unsigned long long)len, (unsigned long long)addr, rmx_strerror(status), held);
 }
@@ -574,7 +573,7 @@ static rmx_tp_mem_t *check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr
 /* A new request to serve, if the peer keeps to the window. */
 static srv_t *srv_new(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
 {
-  if (tc->nsrv >= rmx__ctx_cfg(tc->tp->ctx)->rma_window) {
+  if (tc->nsrv >= tc->tp->env->cfg->rma_window) {
     tc_proto_fail(tc, "more remote requests outstanding than the window allows");
     return NULL;
   }
@@ -740,7 +739,7 @@ static void cut_writes(rmx_tp_conn_t *tc)
   int len = sizeof(ss);
   if (uv_tcp_getpeername(&tc->h, (struct sockaddr *)&ss, &len) == 0)
     rmx__sa_str((struct sockaddr *)&ss, peer, sizeof(peer));
-  RMX_LOG(tc->tp->ctx, WARN, "tcp: memory %s was reading was released while its data was being "
+  RMX_TP_LOG(tc->tp->env, WARN, "tcp: memory %s was reading was released while its data was being "
           "sent (a rendezvous FIN before the data arrived?): closing the connection", peer);
   uv_timer_start(&tc->timer, cut_cb, 0, 0);
 }
@@ -807,7 +806,7 @@ static void write_landed(rmx_tp_conn_t *tc)
     /* refused too: the writer spent one of our receive credits on it */
     rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .status = status, .imm = k->imm,
                       .len = k->total};
-    rmx__tp_event(tc->owner, &ev);
+    tc->tp->env->event(tc->owner, &ev);
   }
 }
 
@@ -889,7 +888,7 @@ static void on_hello(rmx_tp_conn_t *tc, const uint8_t *body, size_t blen)
   rmx_list_del(&tc->lst_link);
   l->npending--;
   tc->lst = NULL;
-  rmx__tp_incoming(l->owner, tc, body, blen); /* answers with accept or reject */
+  l->tp->env->incoming(l->owner, tc, body, blen); /* answers with accept or reject */
 }
 
 static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_t blen)
@@ -1071,14 +1070,14 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void timer_cb(uv_timer_t *t)
 {
   rmx_tp_conn_t *tc = t->data;
-  RMX_LOG(tc->tp->ctx, WARN, "tcp: handshake not finished within %u ms",
-          rmx__ctx_cfg(tc->tp->ctx)->connect_timeout_ms);
+  RMX_TP_LOG(tc->tp->env, WARN, "tcp: handshake not finished within %u ms",
+          tc->tp->env->cfg->connect_timeout_ms);
   tc_fail(tc, RMX_ETIMEDOUT);
 }
 
 static rmx_tp_conn_t *tc_new(rmx_tp_t *tp)
 {
-  const rmx_config_t *cfg = rmx__ctx_cfg(tp->ctx);
+  const rmx_config_t *cfg = tp->env->cfg;
   rmx_tp_conn_t *tc = calloc(1, sizeof(*tc));
   if (!tc)
     return NULL;
@@ -1125,7 +1124,7 @@ static void connect_cb(uv_connect_t *req, int status)
 }
 
 static int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
-                       rmx_conn_t *owner, rmx_tp_conn_t **out)
+                       void *owner, rmx_tp_conn_t **out)
 {
   if (len > TF_HELLO_MAX)
     return RMX_EINVAL;
@@ -1146,7 +1145,7 @@ static int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hell
   return 0;
 }
 
-static int tcp_accept(rmx_tp_conn_t *tc, rmx_conn_t *owner, const void *hello, size_t len)
+static int tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len)
 {
   if (len > TF_HELLO_MAX)
     return RMX_EINVAL;
@@ -1192,7 +1191,7 @@ static void on_connection(uv_stream_t *server, int status)
 {
   rmx_tp_listener_t *l = server->data;
   if (status) {
-    RMX_LOG(l->tp->ctx, WARN, "tcp: accept failed: %s", uv_strerror(status));
+    RMX_TP_LOG(l->tp->env, WARN, "tcp: accept failed: %s", uv_strerror(status));
     return;
   }
   rmx_tp_conn_t *tc = tc_new(l->tp);
@@ -1204,11 +1203,11 @@ static void on_connection(uv_stream_t *server, int status)
     tc_close(tc);
     return;
   }
-  const rmx_config_t *cfg = rmx__ctx_cfg(l->tp->ctx);
+  const rmx_config_t *cfg = l->tp->env->cfg;
   if (l->npending >= cfg->max_handshakes) {
     uint32_t held;
-    if (cfg->log_level >= RMX_LOG_WARN && rmx__ratelimit(l->tp->ctx, &l->tp->rl_handshakes, &held))
-      rmx__log(l->tp->ctx, RMX_LOG_WARN,
+    if (cfg->log_level >= RMX_LOG_WARN && rmx__ratelimit(&l->tp->rl_handshakes, uv_now(l->tp->loop), &held))
+      rmx__log(RMX_LOG_WARN,
                "tcp: %u handshakes in progress on a listener (RMX_MAX_HANDSHAKES): dropping a "
                "new connection (%u more not logged)", l->npending, held);
     tc_close(tc);
@@ -1222,7 +1221,7 @@ static void on_connection(uv_stream_t *server, int status)
     tc_close(tc);
 }
 
-static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, rmx_listener_t *owner,
+static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
                       rmx_tp_listener_t **out)
 {
   char addr[80];
@@ -1239,7 +1238,7 @@ static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, rmx_listener_t *o
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&l->h, 511, on_connection);
   if (rc) {
-    RMX_LOG(tp->ctx, ERROR, "tcp: cannot listen on %s: %s", rmx__sa_str(sa, addr, sizeof(addr)),
+    RMX_TP_LOG(tp->env, ERROR, "tcp: cannot listen on %s: %s", rmx__sa_str(sa, addr, sizeof(addr)),
             uv_strerror(rc));
     uv_close((uv_handle_t *)&l->h, listener_closed);
     return rmx__uv_err(rc);
@@ -1274,7 +1273,7 @@ static int tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
    * key tells nothing about any other, and guessing one is hopeless. */
   do {
     if (getrandom(&m->key, sizeof(m->key), 0) != sizeof(m->key)) {
-      RMX_LOG(tp->ctx, ERROR, "tcp: no randomness for a memory key");
+      RMX_TP_LOG(tp->env, ERROR, "tcp: no randomness for a memory key");
       free(m);
       return RMX_EIO;
     }
@@ -1311,13 +1310,13 @@ static uint64_t tcp_mem_rkey(const rmx_tp_mem_t *m) { return m->key; }
 
 /* ---- instance ---- */
 
-static int tcp_init(rmx_ctx_t *ctx, rmx_tp_t **out)
+static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
 {
   rmx_tp_t *tp = calloc(1, sizeof(*tp));
   if (!tp)
     return RMX_ENOMEM;
-  tp->ctx = ctx;
-  tp->loop = rmx__ctx_uv(ctx);
+  tp->env = env;
+  tp->loop = env->loop;
   rmx_list_init(&tp->free_w);
   rmx_list_init(&tp->free_rd);
   rmx_list_init(&tp->free_srv);
@@ -1339,8 +1338,8 @@ static void tp_free(rmx_tp_t *tp)
     free(rmx_container_of(n, srv_t, link));
   for (int i = 0; i < MEM_BUCKETS; i++)
     while ((n = rmx_list_pop(&tp->mem[i])) != NULL) {
-      if (tp->warn) /* tp->ctx may be gone: the instance can outlive it */
-        rmx__log(NULL, RMX_LOG_WARN, "tcp: a registration was never released");
+      if (tp->warn) /* tp->env may be gone: the instance can outlive it */
+        rmx__log(RMX_LOG_WARN, "tcp: a registration was never released");
       free(rmx_container_of(n, rmx_tp_mem_t, link));
     }
   free(tp);
@@ -1357,7 +1356,7 @@ static void tp_unlive(rmx_tp_t *tp)
 static void tcp_fini(rmx_tp_t *tp)
 {
   tp->finishing = 1;
-  tp->warn = rmx__ctx_cfg(tp->ctx)->log_level >= RMX_LOG_WARN;
+  tp->warn = tp->env->cfg->log_level >= RMX_LOG_WARN;
   if (tp->live == 0)
     tp_free(tp);
 }
@@ -1367,6 +1366,7 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .flags = 0,
   .wire_id = 1,
   .max_io = TF_MAX_IO,
+  .hello_max = TF_HELLO_MAX,
   .init = tcp_init,
   .fini = tcp_fini,
   .listen = tcp_listen,

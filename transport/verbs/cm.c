@@ -18,8 +18,8 @@ static void timer_cb(uv_timer_t *t)
   struct rmx_tp_conn *tc = t->data;
   if (tc->established || tc->closing)
     return;
-  RMX_LOG(tc->tp->ctx, WARN, "rdma: connection not established within %u ms",
-          rmx__ctx_cfg(tc->tp->ctx)->connect_timeout_ms);
+  RMX_TP_LOG(tc->tp->env, WARN, "rdma: connection not established within %u ms",
+          tc->tp->env->cfg->connect_timeout_ms);
   vb_fail(tc, RMX_ETIMEDOUT);
 }
 
@@ -35,7 +35,7 @@ static struct rmx_tp_conn *tc_new(struct rmx_tp *tp, struct rdma_cm_id *id)
   uv_timer_init(tp->loop, &tc->timer);
   tc->timer.data = tc;
   tc->timer_open = 1;
-  uv_timer_start(&tc->timer, timer_cb, rmx__ctx_cfg(tp->ctx)->connect_timeout_ms, 0);
+  uv_timer_start(&tc->timer, timer_cb, tp->env->cfg->connect_timeout_ms, 0);
   rmx_list_push(&tp->conns, &tc->link);
   if (tp->live++ == 0)
     uv_ref((uv_handle_t *)&tp->ech_poll);
@@ -101,7 +101,7 @@ void vb_conn_reap(struct rmx_tp_conn *tc)
     vb_qp_destroy(tc);
   }
   if (tc->id && rdma_destroy_id(tc->id))
-    RMX_LOG(tc->tp->ctx, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
   tc->id = NULL;
   rmx_list_del(&tc->link);
   rmx_list_del(&tc->repost_link);
@@ -121,7 +121,7 @@ void vb_close(struct rmx_tp_conn *tc)
       vb_kick(tc->tp); /* poll mode drains from the idle handler */
       return;
     }
-    RMX_LOG(tc->tp->ctx, WARN, "rdma: cannot drain QP 0x%x; destroying it, its memory kept "
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: cannot drain QP 0x%x; destroying it, its memory kept "
             "until the completion queue is clear of it", tc->qp->qp_num);
     tc->undrained = 1;
   }
@@ -145,7 +145,7 @@ void vb_fail(struct rmx_tp_conn *tc, int status)
 /* ---- active side ---- */
 
 int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
-               rmx_conn_t *owner, struct rmx_tp_conn **out)
+               void *owner, struct rmx_tp_conn **out)
 {
   struct rdma_cm_id *id;
   if (len > CONNECT_PDATA_MAX)
@@ -162,10 +162,10 @@ int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, 
   tc->state = VC_RESOLVING;
   tc->owner = owner;
   if (rdma_resolve_addr(id, NULL, (struct sockaddr *)sa,
-                        (int)rmx__ctx_cfg(tp->ctx)->connect_timeout_ms)) {
+                        (int)tp->env->cfg->connect_timeout_ms)) {
     int rc = vb_err_from_errno(errno);
     char a[80];
-    RMX_LOG(tp->ctx, ERROR, "rdma: cannot resolve %s: %s", rmx__sa_str(sa, a, sizeof(a)),
+    RMX_TP_LOG(tp->env, ERROR, "rdma: cannot resolve %s: %s", rmx__sa_str(sa, a, sizeof(a)),
             strerror(errno));
     tc->owner = NULL;
     tc->closing = 1;
@@ -190,13 +190,13 @@ static void conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p)
   p->responder_resources = (uint8_t)rd;
   p->initiator_depth = (uint8_t)rd;
   p->retry_count = 7;
-  p->rnr_retry_count = (uint8_t)rmx__ctx_cfg(tc->tp->ctx)->rnr_retry;
+  p->rnr_retry_count = (uint8_t)tc->tp->env->cfg->rnr_retry;
 }
 
 static void on_addr_resolved(struct rmx_tp_conn *tc)
 {
   int rc = vb_dev_get(tc->tp, tc->id->verbs, &tc->dev);
-  if (rc == 0 && rdma_resolve_route(tc->id, (int)rmx__ctx_cfg(tc->tp->ctx)->connect_timeout_ms))
+  if (rc == 0 && rdma_resolve_route(tc->id, (int)tc->tp->env->cfg->connect_timeout_ms))
     rc = vb_err_from_errno(errno);
   if (rc)
     vb_fail(tc, rc);
@@ -213,7 +213,7 @@ static void on_route_resolved(struct rmx_tp_conn *tc)
   conn_param(tc, &p);
   if (rdma_connect(tc->id, &p)) {
     rc = vb_err_from_errno(errno);
-    RMX_LOG(tc->tp->ctx, ERROR, "rdma: rdma_connect failed: %s", strerror(errno));
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: rdma_connect failed: %s", strerror(errno));
     vb_fail(tc, rc);
     return;
   }
@@ -222,7 +222,7 @@ static void on_route_resolved(struct rmx_tp_conn *tc)
 
 /* ---- passive side ---- */
 
-int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, rmx_listener_t *owner,
+int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
               struct rmx_tp_listener **out)
 {
   char a[80];
@@ -239,16 +239,16 @@ int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, rmx_listener_t *owne
   if (rdma_bind_addr(l->id, (struct sockaddr *)sa)) {
     rc = vb_err_from_errno(errno);
     if (errno == EADDRNOTAVAIL || errno == ENODEV)
-      RMX_LOG(tp->ctx, ERROR, "rdma: no RDMA device has the address %s",
+      RMX_TP_LOG(tp->env, ERROR, "rdma: no RDMA device has the address %s",
               rmx__sa_str(sa, a, sizeof(a)));
     else
-      RMX_LOG(tp->ctx, ERROR, "rdma: cannot bind %s: %s", rmx__sa_str(sa, a, sizeof(a)),
+      RMX_TP_LOG(tp->env, ERROR, "rdma: cannot bind %s: %s", rmx__sa_str(sa, a, sizeof(a)),
               strerror(errno));
   } else if (l->id->verbs && (rc = vb_dev_get(tp, l->id->verbs, &(vb_dev_t *){NULL})) != 0) {
     /* the address belongs to a device this context will not use */
   } else if (rdma_listen(l->id, 128)) {
     rc = vb_err_from_errno(errno);
-    RMX_LOG(tp->ctx, ERROR, "rdma: cannot listen on %s: %s", rmx__sa_str(sa, a, sizeof(a)),
+    RMX_TP_LOG(tp->env, ERROR, "rdma: cannot listen on %s: %s", rmx__sa_str(sa, a, sizeof(a)),
             strerror(errno));
   }
   if (rc) {
@@ -296,10 +296,10 @@ static void on_request(struct rmx_tp_listener *l, struct rdma_cm_id *id, const v
     vb_reject(tc, rc);
     return;
   }
-  rmx__tp_incoming(l->owner, tc, pdata, len); /* answers with accept or reject */
+  l->tp->env->incoming(l->owner, tc, pdata, len); /* answers with accept or reject */
 }
 
-int vb_accept(struct rmx_tp_conn *tc, rmx_conn_t *owner, const void *hello, size_t len)
+int vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len)
 {
   struct rdma_conn_param p;
   if (len > sizeof(tc->hello))
@@ -312,7 +312,7 @@ int vb_accept(struct rmx_tp_conn *tc, rmx_conn_t *owner, const void *hello, size
   conn_param(tc, &p);
   if (rdma_accept(tc->id, &p)) {
     rc = vb_err_from_errno(errno);
-    RMX_LOG(tc->tp->ctx, ERROR, "rdma: rdma_accept failed: %s", strerror(errno));
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: rdma_accept failed: %s", strerror(errno));
     vb_qp_destroy(tc);
     return rc;
   }
@@ -356,7 +356,7 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
                      struct rdma_cm_id *id, struct rdma_cm_id *listen_id, const uint8_t *pd,
                      size_t pdlen)
 {
-  RMX_LOG(tp->ctx, DEBUG, "rdma: %s (status %d) on %p", rdma_event_str(type), status,
+  RMX_TP_LOG(tp->env, DEBUG, "rdma: %s (status %d) on %p", rdma_event_str(type), status,
           (void *)id);
   if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
     on_request(listen_id->context, id, pd, pdlen);
@@ -373,12 +373,12 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
     on_route_resolved(tc);
     break;
   case RDMA_CM_EVENT_ADDR_ERROR:
-    RMX_LOG(tp->ctx, ERROR, "rdma: no RDMA device routes to the peer's address (%s)",
+    RMX_TP_LOG(tp->env, ERROR, "rdma: no RDMA device routes to the peer's address (%s)",
             strerror(-status));
     vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_ROUTE_ERROR:
-    RMX_LOG(tp->ctx, ERROR, "rdma: no route to the peer (%s)", strerror(-status));
+    RMX_TP_LOG(tp->env, ERROR, "rdma: no route to the peer (%s)", strerror(-status));
     vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_ESTABLISHED:
@@ -393,12 +393,12 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
   case RDMA_CM_EVENT_REJECTED: {
     int st = reject_status(pd, pdlen, status);
     if (st == RMX_ECONNREFUSED)
-      RMX_LOG(tp->ctx, INFO, "rdma: connection refused (reason %d)", status);
+      RMX_TP_LOG(tp->env, INFO, "rdma: connection refused (reason %d)", status);
     vb_fail(tc, st);
     break;
   }
   case RDMA_CM_EVENT_UNREACHABLE:
-    RMX_LOG(tp->ctx, ERROR, "rdma: the peer did not answer the connection request");
+    RMX_TP_LOG(tp->env, ERROR, "rdma: the peer did not answer the connection request");
     vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -408,11 +408,11 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
     vb_fail(tc, RMX_ECONNRESET);
     break;
   case RDMA_CM_EVENT_DEVICE_REMOVAL:
-    RMX_LOG(tp->ctx, ERROR, "rdma: device %s was removed", tc->dev ? tc->dev->name : "?");
+    RMX_TP_LOG(tp->env, ERROR, "rdma: device %s was removed", tc->dev ? tc->dev->name : "?");
     vb_fail(tc, RMX_ENODEV);
     break;
   default:
-    RMX_LOG(tp->ctx, DEBUG, "rdma: %s ignored", rdma_event_str(type));
+    RMX_TP_LOG(tp->env, DEBUG, "rdma: %s ignored", rdma_event_str(type));
     break;
   }
 }

@@ -48,7 +48,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
 {
   struct rmx_tp *tp = tc->tp;
   vb_dev_t *dev = tc->dev;
-  const rmx_config_t *cfg = rmx__ctx_cfg(tp->ctx);
+  const rmx_config_t *cfg = tp->env->cfg;
   uint32_t sq = 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
   uint32_t rq = cfg->rx_depth + 2; /* + BYE and one of slack */
   struct ibv_port_attr pattr;
@@ -61,7 +61,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
   if (dev->cq_used + need > dev->cq_size) {
     int want = dev->cq_size * 2 > dev->attr.max_cqe ? dev->attr.max_cqe : dev->cq_size * 2;
     if (dev->cq_used + need > want || ibv_resize_cq(dev->cq, want) != 0) {
-      RMX_LOG(tp->ctx, ERROR, "rdma: completion queue of %s is full (%d entries): too many "
+      RMX_TP_LOG(tp->env, ERROR, "rdma: completion queue of %s is full (%d entries): too many "
               "connections on one device", dev->name, dev->cq_size);
       return RMX_ENOMEM;
     }
@@ -101,7 +101,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
   }
   if (rc) {
     rc = vb_err_from_errno(errno);
-    RMX_LOG(tp->ctx, ERROR, "rdma: cannot create a queue pair on %s: %s", dev->name,
+    RMX_TP_LOG(tp->env, ERROR, "rdma: cannot create a queue pair on %s: %s", dev->name,
             rmx_strerror(rc));
     goto err;
   }
@@ -144,7 +144,7 @@ void vb_qp_destroy(struct rmx_tp_conn *tc)
 {
   vb_qp_destroy_qp(tc);
   if (tc->rx_mr && ibv_dereg_mr(tc->rx_mr))
-    RMX_LOG(tc->tp->ctx, WARN, "rdma: deregistering receive buffers failed");
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: deregistering receive buffers failed");
   tc->rx_mr = NULL;
   free(tc->rx_mem);
   free(tc->slots);
@@ -335,7 +335,7 @@ void vb_flush(struct rmx_tp_conn *tc)
   tc->chain = tc->chain_last = NULL;
   int rc = ibv_post_send(tc->qp, first, &bad);
   if (rc) {
-    RMX_LOG(tc->tp->ctx, ERROR, "rdma: ibv_post_send on QP 0x%x failed: %s", tc->qp->qp_num,
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: ibv_post_send on QP 0x%x failed: %s", tc->qp->qp_num,
             strerror(rc));
     /* Inside a core call: report from the loop. What was not posted is
      * failed with the rest of the ring when the drain finishes. */
@@ -400,7 +400,7 @@ static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
 {
   if (tc->dead || tc->closing)
     return;
-  RMX_LOG(tc->tp->ctx, ERROR, "rdma: QP 0x%x: %s (vendor error 0x%x)", wc->qp_num,
+  RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x: %s (vendor error 0x%x)", wc->qp_num,
           ibv_wc_status_str(wc->status), wc->vendor_err);
   vb_fail(tc, wc_status(wc->status));
 }
@@ -423,7 +423,7 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
   }
   if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) { /* the data is already in place */
     rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = ntohl(wc->imm_data), .len = wc->byte_len};
-    rmx__tp_event(tc->owner, &ev);
+    tc->tp->env->event(tc->owner, &ev);
   } else {
     vb_raise(tc, RMX_TP_EV_RECV, 0, NULL, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
   }
@@ -479,7 +479,7 @@ static void repost(struct rmx_tp_conn *tc)
   if (rc) {
     for (struct ibv_recv_wr *w = bad; w; w = w->next)
       count--; /* these never reached the QP */
-    RMX_LOG(tc->tp->ctx, ERROR, "rdma: ibv_post_recv on QP 0x%x failed: %s", tc->qp->qp_num,
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: ibv_post_recv on QP 0x%x failed: %s", tc->qp->qp_num,
             strerror(rc));
     vb_fail(tc, vb_err_from_errno(rc));
   }
@@ -503,7 +503,7 @@ void vb_cq_drain(vb_dev_t *dev)
   if (n == 0)
     dev->cq_empty_gen++; /* what was queued before this poll is all seen */
   if (n < 0)
-    RMX_LOG(dev->tp->ctx, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
+    RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
   vb_repost_all(dev->tp);
 }
 

@@ -55,12 +55,12 @@ int vb_reg_err(struct rmx_tp *tp, size_t len, int e)
   struct rlimit rl;
   if ((e == ENOMEM || e == EPERM || e == EAGAIN) && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
       rl.rlim_cur != RLIM_INFINITY) {
-    RMX_LOG(tp->ctx, ERROR, "rdma: cannot register %zu bytes: the locked-memory limit is %llu "
+    RMX_TP_LOG(tp->env, ERROR, "rdma: cannot register %zu bytes: the locked-memory limit is %llu "
             "KiB; raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf)",
             len, (unsigned long long)rl.rlim_cur / 1024);
     return RMX_EMEMLOCK;
   }
-  RMX_LOG(tp->ctx, ERROR, "rdma: cannot register %zu bytes: %s", len, strerror(e));
+  RMX_TP_LOG(tp->env, ERROR, "rdma: cannot register %zu bytes: %s", len, strerror(e));
   return vb_err_from_errno(e);
 }
 
@@ -68,7 +68,7 @@ void vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
               const void *data, size_t len)
 {
   rmx_tp_ev_t ev = {.type = t, .status = status, .op = op, .data = data, .len = len};
-  rmx__tp_event(tc->owner, &ev);
+  tc->tp->env->event(tc->owner, &ev);
 }
 
 /* ---- devices ---- */
@@ -300,7 +300,7 @@ static struct rmx_tp_conn *conn_by_qp(vb_dev_t *dev, const vb_async_ev_t *e)
 
 static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
 {
-  rmx_ctx_t *ctx = dev->tp->ctx;
+  const rmx_tp_env_t *env = dev->tp->env;
   struct rmx_tp_conn *tc;
   switch (e->type) {
   case IBV_EVENT_QP_FATAL:
@@ -308,28 +308,28 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
   case IBV_EVENT_QP_ACCESS_ERR:
   case IBV_EVENT_PATH_MIG_ERR:
     if (!(tc = conn_by_qp(dev, e))) {
-      RMX_LOG(ctx, DEBUG, "rdma: %s for QP 0x%x, which is gone", ibv_event_type_str(e->type),
+      RMX_TP_LOG(env, DEBUG, "rdma: %s for QP 0x%x, which is gone", ibv_event_type_str(e->type),
               e->qp_num);
       break;
     }
     if (!tc->dead && !tc->closing)
-      RMX_LOG(ctx, ERROR, "rdma: QP 0x%x: %s", e->qp_num, ibv_event_type_str(e->type));
+      RMX_TP_LOG(env, ERROR, "rdma: QP 0x%x: %s", e->qp_num, ibv_event_type_str(e->type));
     vb_fail(tc, e->type == IBV_EVENT_QP_ACCESS_ERR ? RMX_EACCES : RMX_EIO);
     break;
   case IBV_EVENT_CQ_ERR:
-    RMX_LOG(ctx, ERROR, "rdma: the completion queue of %s overran", dev->name);
+    RMX_TP_LOG(env, ERROR, "rdma: the completion queue of %s overran", dev->name);
     fail_dev_conns(dev, 0, RMX_EIO);
     break;
   case IBV_EVENT_PORT_ERR:
-    RMX_LOG(ctx, ERROR, "rdma: port %d of %s went down", e->port, dev->name);
+    RMX_TP_LOG(env, ERROR, "rdma: port %d of %s went down", e->port, dev->name);
     fail_dev_conns(dev, e->port, RMX_ENETUNREACH);
     break;
   case IBV_EVENT_DEVICE_FATAL:
-    RMX_LOG(ctx, ERROR, "rdma: device %s failed", dev->name);
+    RMX_TP_LOG(env, ERROR, "rdma: device %s failed", dev->name);
     fail_dev_conns(dev, 0, RMX_ENODEV);
     break;
   default:
-    RMX_LOG(ctx, DEBUG, "rdma: %s on %s", ibv_event_type_str(e->type), dev->name);
+    RMX_TP_LOG(env, DEBUG, "rdma: %s on %s", ibv_event_type_str(e->type), dev->name);
     break;
   }
 }
@@ -411,18 +411,18 @@ static void dev_release(vb_dev_t *dev)
     if (dev->unacked)
       ibv_ack_cq_events(dev->cq, dev->unacked);
     if (ibv_destroy_cq(dev->cq))
-      RMX_LOG(dev->tp->ctx, WARN, "rdma: destroying the CQ of %s failed", dev->name);
+      RMX_TP_LOG(dev->tp->env, WARN, "rdma: destroying the CQ of %s failed", dev->name);
   }
   if (dev->chan && ibv_destroy_comp_channel(dev->chan))
-    RMX_LOG(dev->tp->ctx, WARN, "rdma: destroying the channel of %s failed", dev->name);
+    RMX_TP_LOG(dev->tp->env, WARN, "rdma: destroying the channel of %s failed", dev->name);
   if (dev->pd && ibv_dealloc_pd(dev->pd))
-    RMX_LOG(dev->tp->ctx, WARN, "rdma: %s still has registered memory at exit", dev->name);
+    RMX_TP_LOG(dev->tp->env, WARN, "rdma: %s still has registered memory at exit", dev->name);
   free(dev);
 }
 
 int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
 {
-  const rmx_config_t *cfg = rmx__ctx_cfg(tp->ctx);
+  const rmx_config_t *cfg = tp->env->cfg;
   if (!verbs)
     return RMX_ENODEV;
   if (tp->dev) {
@@ -430,12 +430,12 @@ int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
       *out = tp->dev;
       return 0;
     }
-    RMX_LOG(tp->ctx, ERROR, "rdma: a context uses one device (%s); this connection is on %s",
+    RMX_TP_LOG(tp->env, ERROR, "rdma: a context uses one device (%s); this connection is on %s",
             tp->dev->name, ibv_get_device_name(verbs->device));
     return RMX_ENOTSUP;
   }
   if (cfg->device[0] && !device_matches(cfg->device, verbs)) {
-    RMX_LOG(tp->ctx, ERROR, "rdma: RMX_DEVICE=%s, but the route goes through %s", cfg->device,
+    RMX_TP_LOG(tp->env, ERROR, "rdma: RMX_DEVICE=%s, but the route goes through %s", cfg->device,
             ibv_get_device_name(verbs->device));
     return RMX_ENODEV;
   }
@@ -469,17 +469,17 @@ int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
   /* Without a reader the context still works; it learns of failures only
    * from completion errors and rdma_cm events. */
   if (async_subscribe(dev))
-    RMX_LOG(tp->ctx, ERROR, "rdma: cannot start the async event reader of %s (%s): port and "
+    RMX_TP_LOG(tp->env, ERROR, "rdma: cannot start the async event reader of %s (%s): port and "
             "device failures will not be seen", dev->name, strerror(errno));
   tp->handles += dev->handles;
   rmx_list_push(&tp->devs, &dev->link);
   tp->dev = dev;
   *out = dev;
-  RMX_LOG(tp->ctx, INFO, "rdma: using %s (max inline asked %d, CQ %d)", dev->name,
+  RMX_TP_LOG(tp->env, INFO, "rdma: using %s (max inline asked %d, CQ %d)", dev->name,
           VB_INLINE_WANT, dev->cq_size);
   return 0;
 err:
-  RMX_LOG(tp->ctx, ERROR, "rdma: cannot set up device %s: %s", dev->name, strerror(errno));
+  RMX_TP_LOG(tp->env, ERROR, "rdma: cannot set up device %s: %s", dev->name, strerror(errno));
   dev_release(dev);
   return RMX_ENODEV;
 }
@@ -529,7 +529,7 @@ static int vb_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
 {
   int flags = 0;
   if (!tp->dev) {
-    RMX_LOG(tp->ctx, ERROR, "rdma: no device in use yet to register memory with");
+    RMX_TP_LOG(tp->env, ERROR, "rdma: no device in use yet to register memory with");
     return RMX_ENODEV;
   }
   /* Local write only where needed: a read-only source can be sent. */
@@ -558,7 +558,7 @@ static int vb_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
 static void vb_mem_dereg(rmx_tp_mem_t *m)
 {
   if (ibv_dereg_mr(m->mr))
-    RMX_LOG(m->tp->ctx, WARN, "rdma: ibv_dereg_mr failed");
+    RMX_TP_LOG(m->tp->env, WARN, "rdma: ibv_dereg_mr failed");
   free(m);
 }
 
@@ -566,15 +566,15 @@ static uint64_t vb_mem_rkey(const rmx_tp_mem_t *m) { return m->mr->rkey; }
 
 /* ---- the instance ---- */
 
-static int vb_init(rmx_ctx_t *ctx, rmx_tp_t **out)
+static int vb_init(const rmx_tp_env_t *env, rmx_tp_t **out)
 {
-  const rmx_config_t *cfg = rmx__ctx_cfg(ctx);
+  const rmx_config_t *cfg = env->cfg;
   int n = 0, found = !cfg->device[0];
   struct ibv_device **list = ibv_get_device_list(&n);
   if (!list || n == 0) {
     if (list)
       ibv_free_device_list(list);
-    RMX_LOG(ctx, INFO, "rdma: no RDMA device on this host");
+    RMX_TP_LOG(env, INFO, "rdma: no RDMA device on this host");
     return RMX_ENODEV;
   }
   for (int i = 0; i < n && !found; i++) {
@@ -585,7 +585,7 @@ static int vb_init(rmx_ctx_t *ctx, rmx_tp_t **out)
   }
   ibv_free_device_list(list);
   if (!found) {
-    RMX_LOG(ctx, ERROR, "rdma: RMX_DEVICE=%s matches no device (rmx-info lists them)",
+    RMX_TP_LOG(env, ERROR, "rdma: RMX_DEVICE=%s matches no device (rmx-info lists them)",
             cfg->device);
     return RMX_ENODEV;
   }
@@ -593,8 +593,8 @@ static int vb_init(rmx_ctx_t *ctx, rmx_tp_t **out)
   struct rmx_tp *tp = calloc(1, sizeof(*tp));
   if (!tp)
     return RMX_ENOMEM;
-  tp->ctx = ctx;
-  tp->loop = rmx__ctx_uv(ctx);
+  tp->env = env;
+  tp->loop = env->loop;
   tp->polling = cfg->progress == RMX_PROGRESS_POLL;
   rmx_list_init(&tp->devs);
   rmx_list_init(&tp->conns);
@@ -602,7 +602,7 @@ static int vb_init(rmx_ctx_t *ctx, rmx_tp_t **out)
   rmx_list_init(&tp->parked);
   tp->ech = rdma_create_event_channel();
   if (!tp->ech || set_nonblock(tp->ech->fd)) {
-    RMX_LOG(ctx, ERROR, "rdma: cannot open the RDMA connection manager (%s): is the rdma_ucm "
+    RMX_TP_LOG(env, ERROR, "rdma: cannot open the RDMA connection manager (%s): is the rdma_ucm "
             "module loaded?", strerror(errno));
     if (tp->ech)
       rdma_destroy_event_channel(tp->ech);
@@ -686,6 +686,7 @@ const rmx_tp_ops_t rmx_verbs_ops = {
   .flags = RMX_TP_F_LOCAL_REG,
   .wire_id = 2,
   .max_io = SIZE_MAX, /* split at the device's limit inside */
+  .hello_max = 56,    /* rdma_cm connect private data (an accept carries up to 196) */
   .init = vb_init,
   .fini = vb_fini,
   .listen = vb_listen,

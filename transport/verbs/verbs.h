@@ -6,7 +6,6 @@
 #include <rdma/rdma_cma.h>
 #include <uv.h>
 
-#include "../../src/list.h"
 #include "../transport.h"
 
 #define VB_BOUNCE 64       /* per send slot: frames too big to inline, with no lkey */
@@ -77,7 +76,7 @@ typedef enum {
 struct rmx_tp_conn {
   rmx_list_t link; /* in tp->conns */
   struct rmx_tp *tp;
-  rmx_conn_t *owner;
+  void *owner;
   struct rdma_cm_id *id;
   vb_dev_t *dev;
   struct ibv_qp *qp;
@@ -117,7 +116,7 @@ struct rmx_tp_conn {
 
 struct rmx_tp_listener {
   struct rmx_tp *tp;
-  rmx_listener_t *owner;
+  void *owner;
   struct rdma_cm_id *id;
 };
 
@@ -127,7 +126,7 @@ struct rmx_tp_mem {
 };
 
 struct rmx_tp {
-  rmx_ctx_t *ctx;
+  const rmx_tp_env_t *env;
   uv_loop_t *loop;
   struct rdma_event_channel *ech;
   uv_poll_t ech_poll;
@@ -154,13 +153,13 @@ void vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
 
 /* cm.c */
 void vb_cm_events(uv_poll_t *h, int status, int events);
-int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, rmx_listener_t *owner,
+int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
               struct rmx_tp_listener **out);
 int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss);
 void vb_listen_close(struct rmx_tp_listener *l);
 int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
-               rmx_conn_t *owner, struct rmx_tp_conn **out);
-int vb_accept(struct rmx_tp_conn *tc, rmx_conn_t *owner, const void *hello, size_t len);
+               void *owner, struct rmx_tp_conn **out);
+int vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len);
 void vb_reject(struct rmx_tp_conn *tc, int status);
 void vb_close(struct rmx_tp_conn *tc);
 void vb_fail(struct rmx_tp_conn *tc, int status);

@@ -1,4 +1,7 @@
-#include "rmx_int.h"
+#include "error.h"
+
+#include <rmx/rmx.h>
+#include <uv.h>
 
 const char *rmx_strerror(int err)
 {
@@ -47,3 +50,5 @@ int rmx__uv_err(int s)
   default: return RMX_EIO;
   }
 }
+
+int32_t rmx_wire_status(int32_t v) { return v <= 0 && v > -5000 ? v : RMX_EIO; }

@@ -1,17 +1,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rmx_int.h"
+#include "uri.h"
+
+#include <rmx/rmx.h>
 
 #define RMX_DEFAULT_PORT "7471"
 
-static const struct { const char *name; rmx__scheme_t s; } schemes[] = {
-  {"tcp", RMX_SCHEME_TCP}, {"rdma", RMX_SCHEME_RDMA}, {"auto", RMX_SCHEME_AUTO},
-};
-
-const char *rmx__scheme_name(rmx__scheme_t s) { return schemes[s].name; }
-
-/* scheme://host[:port], host a name, an IPv4 literal or [IPv6]. */
+/* scheme://host[:port], scheme lower-case letters and digits (which schemes
+ * exist is the transport registry's business), host a name, an IPv4
+ * literal or [IPv6]. */
 int rmx__uri_parse(const char *uri, rmx__uri_t *u)
 {
   if (!uri)
@@ -20,13 +18,10 @@ int rmx__uri_parse(const char *uri, rmx__uri_t *u)
   if (!sep)
     return RMX_EINVAL;
   size_t slen = (size_t)(sep - uri);
-  size_t i;
-  for (i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
-    if (strlen(schemes[i].name) == slen && strncmp(uri, schemes[i].name, slen) == 0)
-      break;
-  if (i == sizeof(schemes) / sizeof(schemes[0]))
+  if (slen == 0 || slen >= sizeof(u->scheme) || strspn(uri, "abcdefghijklmnopqrstuvwxyz0123456789") != slen)
     return RMX_EINVAL;
-  u->scheme = schemes[i].s;
+  memcpy(u->scheme, uri, slen);
+  u->scheme[slen] = '\0';
 
   const char *h = sep + 3, *hend, *rest;
   if (*h == '[') {

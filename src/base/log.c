@@ -3,16 +3,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "rmx_int.h"
+#include "log.h"
 
 static const char *const level_name[] = {"none", "error", "warn", "info", "debug", "trace"};
 
 /* Diagnostics go to stderr, one line each, never to stdout. */
-void rmx__log(rmx_ctx_t *ctx, rmx_log_level_t lvl, const char *fmt, ...)
+void rmx__log(rmx_log_level_t lvl, const char *fmt, ...)
 {
   char line[512];
   va_list ap;
-  (void)ctx;
   va_start(ap, fmt);
   vsnprintf(line, sizeof(line), fmt, ap);
   va_end(ap);
@@ -36,9 +35,8 @@ const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len)
   return buf;
 }
 
-int rmx__ratelimit(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, uint32_t *held)
+int rmx__ratelimit(rmx__ratelimit_t *rl, uint64_t now, uint32_t *held)
 {
-  uint64_t now = uv_now(rmx__ctx_uv(ctx));
   if (now < rl->next_ms) {
     rl->held++;
     return 0;
