@@ -368,7 +368,7 @@ void rmx__auth_begin(rmx_conn_t *c)
   }
 }
 
-void rmx__auth_recv(rmx_conn_t *c, const void *buf, size_t len)
+int rmx__auth_recv(rmx_conn_t *c, const void *buf, size_t len)
 {
   static const char *const names[] = {"an unknown", "a DATA", "an RTS", "a FIN", "a CREDIT",
                                       "a BYE", "an AUTH", "an AUTH_OK"};
@@ -380,35 +380,33 @@ void rmx__auth_recv(rmx_conn_t *c, const void *buf, size_t len)
   if (rmx_wire_decode(buf, len, &f, &bad) != 0) {
     snprintf(why, sizeof(why), "malformed first frame: %s", bad);
     rmx__auth_refuse(c, why);
-    return;
+    return 0;
   }
   if (f.type != want) {
     snprintf(why, sizeof(why), "%s frame came before %s", names[f.type],
              c->passive ? "its AUTH" : "AUTH_OK");
     rmx__auth_refuse(c, why);
-    return;
+    return 0;
   }
-  if ((uint64_t)c->credits + f.credits > c->peer_depth) {
+  if (rmx__credit_returned(&c->cr, f.credits) != 0) {
     rmx__auth_refuse(c, "its first frame returned credits it was never owed");
-    return;
+    return 0;
   }
   /* Like a CREDIT frame: it used a receive buffer, returned in the header
    * of a later frame, never a reason for a CREDIT frame of its own. */
-  c->credits += f.credits;
-  c->rx_unreturned++;
-  c->owed++;
+  c->cr.rx_unreturned++;
+  rmx__credit_freed(&c->cr, 1);
   if (c->passive) {
     if (proof_check(c->ctx, client_label, &c->auth, f.payload) != 0) {
       rmx__auth_refuse(c, "wrong proof in AUTH (another secret, or a replayed exchange)");
-      return;
+      return 0;
     }
     int rc = rmx__msg_queue_auth(c, RMX_FR_AUTH_OK, NULL, 0);
     if (rc) {
       rmx__conn_down(c, rc);
-      return;
+      return 0;
     }
   }
   rmx__auth_end(c);
-  if (c->state == RMX_CS_AUTH)
-    rmx__conn_ready(c);
+  return c->state == RMX_CS_AUTH;
 }

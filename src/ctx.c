@@ -121,28 +121,6 @@ static int config_check(const rmx_config_t *c)
   return 0;
 }
 
-/* ---- deferred work ---- */
-
-static void idle_cb(uv_idle_t *h)
-{
-  rmx_ctx_t *ctx = h->data;
-  rmx_list_t *n;
-  ctx->in_cb++;
-  /* Take one at a time: a callback may queue more or free neighbours. */
-  while ((n = rmx_list_pop(&ctx->deferred)) != NULL) {
-    rmx__deferred_t *d = rmx_container_of(n, rmx__deferred_t, link);
-    d->fn(d);
-  }
-  uv_idle_stop(h);
-  ctx->in_cb--;
-}
-
-void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
-{
-  if (rmx_list_empty(&ctx->deferred))
-    uv_idle_start(&ctx->idle, idle_cb);
-  rmx_list_push(&ctx->deferred, &d->link);
-}
 
 /* ---- cross-thread posts ---- */
 
@@ -185,68 +163,8 @@ int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg)
   return 0;
 }
 
-/* ---- op freelist: no allocation per message in steady state ---- */
-
-rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind)
-{
-  rmx_list_t *n = rmx_list_pop(&ctx->free_ops);
-  rmx__op_t *op;
-  if (n) {
-    op = rmx_container_of(n, rmx__op_t, link);
-  } else {
-    op = malloc(sizeof(*op));
-    if (!op)
-      return NULL;
-    ctx->ops_allocated++;
-  }
-  memset(op, 0, offsetof(rmx__op_t, frame));
-  rmx_list_init(&op->link);
-  op->conn = c;
-  op->kind = (uint8_t)kind;
-  c->ops_out++;
-  return op;
-}
-
-void rmx__op_put(rmx__op_t *op)
-{
-  rmx_conn_t *c = op->conn;
-  rmx_list_push(&c->ctx->free_ops, &op->link);
-  rmx__conn_unref_op(c);
-}
 
 /* ---- context ---- */
-
-static int tp_open(rmx_ctx_t *ctx, int i)
-{
-  if (ctx->tp[i])
-    return 0;
-  return ctx->tp_ops[i]->init(&ctx->tp_env, &ctx->tp[i]);
-}
-
-/* The transport instance for a URI scheme, opened on first use. */
-int rmx__ctx_tp(rmx_ctx_t *ctx, const char *scheme, int *tpi)
-{
-  const char *why = "";
-  int slots[RMX_TP_COUNT], rc = RMX_ENODEV;
-  if (strcmp(scheme, "auto") == 0) {
-    /* The first transport that can open here (verbs: a device). */
-    int n = rmx__tp_auto(slots);
-    for (int k = 0; k < n; k++)
-      if ((rc = tp_open(ctx, slots[k])) == 0) {
-        *tpi = slots[k];
-        return 0;
-      }
-    return rc;
-  }
-  if ((rc = rmx__tp_lookup(scheme, tpi, &why)) != 0) {
-    if (rc == RMX_ENOTSUP)
-      RMX_LOG(ctx, ERROR, "%s:// is not available: %s", scheme, why);
-    else
-      RMX_LOG(ctx, ERROR, "%s:// names no transport rmx has", scheme);
-    return rc;
-  }
-  return tp_open(ctx, *tpi);
-}
 
 /*
  * libuv writes to sockets with write(2), so writing to a peer that went
@@ -262,6 +180,8 @@ static void sigpipe_ignore(void)
       sa.sa_handler == SIG_DFL)
     signal(SIGPIPE, SIG_IGN);
 }
+
+static void conn_freed(rmx_ctx_t *ctx);
 
 int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *cfg)
 {
@@ -324,6 +244,17 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
     goto err_handles;
   for (int i = 0; i < RMX_TP_COUNT; i++)
     ctx->tp_ops[i] = rmx__tp_ops(i); /* NULL where not built */
+  /* The layers above the connection and the message layer plug in here. */
+  ctx->up = (rmx__upcalls_t){
+    .msg_fail = rmx__msg_fail_all, .rpc_fail = rmx__rpc_fail_all, .auth_end = rmx__auth_end,
+    .rpc_drop = rmx__rpc_drop_unanswered, .conn_freed = conn_freed,
+    .rma_progress = rmx__rma_progress, .reads_resume = rmx__msg_reads_resume,
+    .rpc_deliver = rmx__rpc_deliver,
+  };
+  ctx->opc[RMX_OP_EAGER] = ctx->opc[RMX_OP_RNDV] = &rmx__send_class;
+  ctx->opc[RMX_OP_CTRL] = &rmx__ctrl_class;
+  ctx->opc[RMX_OP_RX] = &rmx__rx_class;
+  ctx->opc[RMX_OP_RMA] = ctx->opc[RMX_OP_RMA_IMM] = &rmx__rma_class;
   ctx->tp_env = (rmx_tp_env_t){.loop = ctx->loop, .cfg = &ctx->cfg, .event = rmx__tp_event,
                                .incoming = rmx__tp_incoming};
   *out = ctx;
@@ -415,8 +346,8 @@ static void ctx_teardown(rmx_ctx_t *ctx)
   uv_close((uv_handle_t *)&ctx->auth_timer, handle_closed);
 }
 
-/* A connection was freed while the context is dying. */
-void rmx__ctx_conn_freed(rmx_ctx_t *ctx)
+/* A connection was freed while the context is dying (an upcall of conn.c). */
+static void conn_freed(rmx_ctx_t *ctx)
 {
   if (rmx_list_empty(&ctx->conns) && !ctx->owns_loop && !ctx->torn_down)
     ctx_teardown(ctx);

@@ -108,9 +108,8 @@ void rmx__rma_progress(rmx_conn_t *c)
   }
 }
 
-int rmx__rma_post_imm(rmx_conn_t *c, rmx__op_t *op) { return rma_post(c, op); }
-
-void rmx__rma_event(rmx_conn_t *c, rmx__op_t *op, int status)
+/* The transport reported one part. */
+static void rma_event(rmx_conn_t *c, rmx__op_t *op, int status)
 {
   rmx__rma_t *r = op->rma;
   r->done++;
@@ -124,10 +123,14 @@ void rmx__rma_event(rmx_conn_t *c, rmx__op_t *op, int status)
 }
 
 /* The connection is gone and the transport has reported every posted part. */
-void rmx__rma_fail(rmx__op_t *op, int status)
+static void rma_fail(rmx__op_t *op, int status)
 {
   rma_complete(op, rmx__op_status(op->conn, op->status ? op->status : status));
 }
+
+/* Reads, writes, atomics, and writes with immediate (posted from the send
+ * queue, where they wait for a credit). */
+const rmx__op_class_t rmx__rma_class = {.done = rma_event, .fail = rma_fail, .post = rma_post};
 
 /* ---- the calls ---- */
 

@@ -172,8 +172,75 @@ typedef struct rmx__op {
   uint8_t frame[RMX_WIRE_CTRL_MAX];
 } rmx__op_t;
 
-rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind);
-void rmx__op_put(rmx__op_t *op);
+/* ---- credits (src/credit.c): pure bookkeeping, no I/O ---- */
+/* A credit is one free receive buffer at the peer (docs/protocol.md). */
+typedef struct rmx__credit {
+  uint32_t credits;       /* frames we may still send */
+  uint32_t owed;          /* our receive buffers freed, not yet returned */
+  uint32_t owed_data;     /* of those, freed by non-CREDIT frames */
+  uint32_t peer_depth;    /* the peer's receive buffers */
+  uint32_t rx_unreturned; /* frames received whose credit is not yet returned */
+} rmx__credit_t;
+
+/* What a frame to send needs: BYE none, CREDIT one (it may use the last),
+ * everything else two (the last stays for CREDIT). */
+uint32_t rmx__credit_need(int ctrl_type);
+/* Take what is owed for an outgoing header; untake when it was not sent. */
+uint16_t rmx__credit_take(rmx__credit_t *k);
+void rmx__credit_untake(rmx__credit_t *k, uint16_t n);
+/* The peer returned n in a header: 0, or -1 when that is more than it was
+ * ever given (nothing changes then). */
+int rmx__credit_returned(rmx__credit_t *k, uint16_t n);
+/* The peer used one of our depth receive buffers with a frame (credit_frame:
+ * a CREDIT frame). 0, or why it had no right to: RMX__CREDIT_OVER (beyond
+ * its credits), RMX__CREDIT_LAST (the last credit, not for a CREDIT). */
+enum { RMX__CREDIT_OVER = 1, RMX__CREDIT_LAST = 2 };
+int rmx__credit_rx(rmx__credit_t *k, uint32_t depth, int credit_frame);
+/* One of our receive buffers is free again; by_credit: it held a CREDIT
+ * frame (returned, but never a reason to send a CREDIT frame back). */
+void rmx__credit_freed(rmx__credit_t *k, int by_credit);
+/* Half the receive window is owed for data: time for a CREDIT frame. */
+int rmx__credit_want_frame(const rmx__credit_t *k, uint32_t depth);
+
+/* ---- op classes: how the scheduler and the event dispatch treat an op,
+ * installed per kind by the layer that owns the kind ---- */
+typedef struct rmx__op_class {
+  /* The transport reported the op (SEND, READ, WRITE, ATOMIC). */
+  void (*done)(rmx_conn_t *c, rmx__op_t *op, int status);
+  /* The op ends unreported: the connection went down before it was posted,
+   * or the transport has reported every posted part. */
+  void (*fail)(rmx__op_t *op, int status);
+  /* Post from the send queue (kinds that wait for credits there besides
+   * messages); 0, RMX_EAGAIN (later), or an error that ends the connection. */
+  int (*post)(rmx_conn_t *c, rmx__op_t *op);
+} rmx__op_class_t;
+#define RMX_OP_KINDS 6
+
+/*
+ * Upcalls: what lower core layers call in the layers above them. Installed
+ * by rmx_ctx_create (ctx.c), so no file calls up by name: the connection
+ * object knows nothing of messages, the message layer nothing of RPC,
+ * one-sided operations or authentication.
+ */
+typedef struct rmx__upcalls {
+  /* conn.c, once the transport has closed: each layer fails what it holds,
+   * in this order (request sends first, so their calls then end). */
+  void (*msg_fail)(rmx_conn_t *c, int status);  /* recv.c */
+  void (*rpc_fail)(rmx_conn_t *c, int status);  /* rpc.c */
+  void (*auth_end)(rmx_conn_t *c);              /* auth.c */
+  /* conn.c, destroying: RPC requests never answered end with the context. */
+  void (*rpc_drop)(rmx_conn_t *c);              /* rpc.c */
+  /* conn.c: a connection was freed while the context is dying. */
+  void (*conn_freed)(rmx_ctx_t *ctx);           /* ctx.c */
+  /* sched.c: the one-sided queue may go on (a slot or a window place freed). */
+  void (*rma_progress)(rmx_conn_t *c);          /* rma.c */
+  /* sched.c: rendezvous reads held back for room may start. */
+  void (*reads_resume)(rmx_conn_t *c);          /* recv.c */
+  /* recv.c: an inbound message with an RPC extension, delivered in order;
+   * 1 when the RPC layer holds it and returns its credit later. */
+  int (*rpc_deliver)(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const void *data,
+                     size_t len);                /* rpc.c */
+} rmx__upcalls_t;
 
 /* ---- objects ---- */
 typedef enum {
@@ -238,11 +305,7 @@ struct rmx_conn {
   char host[256];
   char port[8];
 
-  /* flow control, in credits (= the peer's free receive buffers) */
-  uint32_t credits;     /* frames we may still send */
-  uint32_t owed;        /* receive buffers freed, not yet returned */
-  uint32_t owed_data;   /* of those, freed by non-CREDIT frames */
-  uint32_t peer_depth;
+  rmx__credit_t cr;     /* flow control */
   uint32_t eager_max;   /* largest payload in one DATA frame */
   uint64_t max_msg;
   uint32_t rndv_reads;  /* reads in flight */
@@ -250,7 +313,6 @@ struct rmx_conn {
   uint32_t rma_out;     /* remote reads, writes, atomics in flight (rendezvous too) */
   uint8_t reads_blocked; /* a rendezvous read waits for room */
   uint64_t next_id;
-  uint32_t rx_unreturned; /* frames received whose credit is not yet returned */
 
   rmx_list_t ctrlq;     /* control frames waiting (before sendq) */
   rmx_list_t sendq;     /* user messages waiting for credits */
@@ -289,6 +351,8 @@ struct rmx_ctx {
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
   uv_timer_t close_timer;
+  rmx__upcalls_t up;
+  const rmx__op_class_t *opc[RMX_OP_KINDS];
   rmx_tp_env_t tp_env;  /* what the transports know of this context */
   rmx_tp_t *tp[RMX_TP_COUNT];
   const rmx_tp_ops_t *tp_ops[RMX_TP_COUNT];
@@ -311,53 +375,88 @@ struct rmx_ctx {
   uv_timer_t auth_timer;
 };
 
-/* ---- core internals shared between files ---- */
-int rmx__ctx_tp(rmx_ctx_t *ctx, const char *scheme, int *tpi);
-void rmx__conn_unref_op(rmx_conn_t *c);
+/* ---- the runtime (src/rt.c): deferred work, ops, connection references ---- */
+rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind);
+void rmx__op_put(rmx__op_t *op);
+/* The only way a connection's reference count moves: every op, RPC call
+ * and answered-to-be request holds one; the last release of a finished,
+ * closed connection schedules its free. */
+void rmx__conn_hold(rmx_conn_t *c);
+void rmx__conn_release(rmx_conn_t *c);
+/* The op's kind decides: its class's done (the transport reported it). */
+void rmx__op_done(rmx_conn_t *c, rmx__op_t *op, int status);
+void rmx__op_fail(rmx__op_t *op, int status);
+
+/* ---- the connection object (src/conn.c): states, the one way down, free ---- */
+rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi);
+/* The connection stops carrying traffic: status 0 for an orderly close by
+ * the peer. Safe to call more than once; the first cause wins. */
 void rmx__conn_down(rmx_conn_t *c, int status);
-void rmx__conn_bye_sent(rmx_conn_t *c);
-void rmx__conn_on_event(rmx_conn_t *c, const rmx_tp_ev_t *ev);
-/* The callbacks the transports are handed (rmx_tp_env_t). */
-void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);
-void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
+void rmx__conn_tp_close(rmx_conn_t *c);      /* close the transport (once) */
+void rmx__conn_closed(rmx_conn_t *c);        /* the transport's CLOSED */
+void rmx__conn_close_watch(rmx_conn_t *c);   /* an orderly close with a deadline */
 void rmx__conn_close_expired(rmx_ctx_t *ctx);
-void rmx__ctx_conn_freed(rmx_ctx_t *ctx);
+void rmx__listener_unref(rmx_listener_t *l);
 
+/* ---- connection set-up (src/connect.c) ---- */
+void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
+void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev);
+void rmx__conn_ready(rmx_conn_t *c);
+/* The callbacks the transports are handed (rmx_tp_env_t). */
+void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/event.c */
+void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
+
+/* ---- the send scheduler (src/sched.c): queues, posting, control frames ---- */
 void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer);
-void rmx__msg_recv(rmx_conn_t *c, const void *frame, size_t len);
-void rmx__msg_send_done(rmx_conn_t *c, rmx__op_t *op, int status);
-void rmx__msg_read_done(rmx_conn_t *c, rmx__op_t *op, int status);
-void rmx__msg_fail_all(rmx_conn_t *c, int status);
-int rmx__msg_queue_bye(rmx_conn_t *c);
+/* Send what credits allow: control frames, one-sided ops, messages. */
 void rmx__msg_progress(rmx_conn_t *c);
+int rmx__msg_queue_fin(rmx_conn_t *c, uint64_t id, int32_t status);
+int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t len);
+int rmx__msg_queue_bye(rmx_conn_t *c);
+void rmx__msg_maybe_return_credits(rmx_conn_t *c);
+/* One of our receive buffers is free again. */
+void rmx__msg_credit_back(rmx_conn_t *c);
+/* After a send completed (any kind): fail on error, let held work go. */
+void rmx__msg_sent(rmx_conn_t *c, int status);
+/* The status a user's operation reports for what the transport said. */
+int rmx__op_status(rmx_conn_t *c, int status);
+extern const rmx__op_class_t rmx__ctrl_class;
 
+/* ---- sending messages (src/send.c): eager and rendezvous ---- */
 int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, uint8_t rpc_flag,
                   const rmx_wire_rpc_t *rpc, rmx_send_cb cb, void *arg, int *rndv);
-void rmx__msg_credit_back(rmx_conn_t *c);
-int rmx__op_status(rmx_conn_t *c, int status);
+/* The peer's FIN for one of our rendezvous messages: 0, or RMX_EPROTO. */
+int rmx__msg_fin(rmx_conn_t *c, const rmx_wire_fin_t *fin);
+/* Register a rendezvous source or destination for op; release it. */
+int rmx__op_reg(rmx_conn_t *c, rmx__op_t *op, const void *addr, size_t len, unsigned access);
+void rmx__op_unreg(rmx_conn_t *c, rmx__op_t *op);
+extern const rmx__op_class_t rmx__send_class;
+
+/* ---- receiving messages (src/recv.c): in order, rendezvous reads ---- */
+void rmx__msg_recv(rmx_conn_t *c, const void *frame, size_t len);
+void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused);
+void rmx__msg_fail_all(rmx_conn_t *c, int status);
+void rmx__msg_reads_resume(rmx_conn_t *c);
+extern const rmx__op_class_t rmx__rx_class;
+
+/* ---- clients of the message layer ---- */
 int rmx__rpc_deliver(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const void *data,
                      size_t len);
-void rmx__rpc_resume(rmx_conn_t *c);
 void rmx__rpc_fail_all(rmx_conn_t *c, int status);
 /* The context is being destroyed: requests never answered end with it. */
 void rmx__rpc_drop_unanswered(rmx_conn_t *c);
 void rmx__rpc_ctx_init(rmx_ctx_t *ctx);
 void rmx__rpc_ctx_fini(rmx_ctx_t *ctx);
 void rmx__rma_progress(rmx_conn_t *c);
-void rmx__rma_event(rmx_conn_t *c, rmx__op_t *op, int status);
-void rmx__rma_fail(rmx__op_t *op, int status);
-int rmx__rma_post_imm(rmx_conn_t *c, rmx__op_t *op);
-void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused);
+extern const rmx__op_class_t rmx__rma_class;
+
+/* ---- memory (src/mem) ---- */
 /* Decode a packed remote key (docs/protocol.md) and pick the entry of the
  * transport wire_id: 0, RMX_EINVAL (malformed or damaged), RMX_EVERSION,
  * RMX_ENOENT (no entry for that transport). tpi is left to the caller. */
 int rmx__rkey_decode(const void *blob, size_t len, uint8_t wire_id, rmx_rkey_t *out);
 int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_mem_t *given,
                    rmx_tp_mem_t **mem, rmx__rc_entry_t **cached);
-
-void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
-void rmx__conn_ready(rmx_conn_t *c);
-int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t len);
 
 /* ---- peer authentication (src/auth.c) ---- */
 #define RMX_AUTH_HELLO_MAX RMX_WIRE_HELLO_AUTH_ACCEPT_LEN /* longest hello we send */
@@ -381,8 +480,9 @@ int rmx__auth_check_server(rmx_conn_t *c, const rmx_wire_hello_t *h, const uint8
                            size_t len);
 /* Both sides: enter RMX_CS_AUTH (the client sends AUTH). */
 void rmx__auth_begin(rmx_conn_t *c);
-/* A frame arrived in RMX_CS_AUTH. */
-void rmx__auth_recv(rmx_conn_t *c, const void *frame, size_t len);
+/* A frame arrived in RMX_CS_AUTH: 1 when the peer is authenticated now
+ * (the caller hands the connection over: rmx__conn_ready). */
+int rmx__auth_recv(rmx_conn_t *c, const void *frame, size_t len);
 /* A refusal in RMX_CS_AUTH for something other than a frame (logged). */
 void rmx__auth_refuse(rmx_conn_t *c, const char *why);
 /* The connection leaves RMX_CS_AUTH's deadline list (any outcome). */

@@ -143,7 +143,7 @@ static void call_finish(rmx__call_t *k, int status, const void *data, size_t len
     rmx_list_del(&k->defer.link); /* a cancel's callback still queued */
   c->rpc_out--;
   rmx_list_push(&c->ctx->free_calls, &k->link);
-  rmx__conn_unref_op(c);
+  rmx__conn_release(c);
   cb(c, status, data, len, arg);
 }
 
@@ -230,7 +230,7 @@ int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len, uint32
   k->rndv_open = (uint8_t)rndv;
   rmx_list_push(bucket(c, k->id), &k->link);
   c->rpc_out++;
-  c->ops_out++; /* the call keeps the connection */
+  rmx__conn_hold(c); /* the call keeps the connection */
   if (timeout_ms)
     deadline_add(k, timeout_ms);
   if (call)
@@ -249,14 +249,16 @@ int rmx_rpc_cancel(rmx_conn_t *c, uint64_t call)
 
 /* ---- serving ---- */
 
+static void rpc_resume(rmx_conn_t *c);
+
 static void req_release(rmx_rpc_req_t *r)
 {
   rmx_conn_t *c = r->c;
   rmx_list_del(&r->link); /* from reqs_out */
   c->rpc_in--;
   rmx_list_push(&c->ctx->free_reqs, &r->link);
-  rmx__rpc_resume(c);
-  rmx__conn_unref_op(c);
+  rpc_resume(c);
+  rmx__conn_release(c);
 }
 
 static int reply_send(rmx_rpc_req_t *r, int status, const void *data, size_t len, rmx_buf_t *b)
@@ -329,7 +331,7 @@ static void dispatch(rmx_conn_t *c, const rmx_wire_rpc_t *x, const void *data, s
   r->call_id = x->call_id;
   rmx_list_push(&c->reqs_out, &r->link);
   c->rpc_in++;
-  c->ops_out++; /* the request keeps the connection until answered */
+  rmx__conn_hold(c); /* the request keeps the connection until answered */
   h->fn(r, data, len, h->arg);
 }
 
@@ -371,7 +373,7 @@ int rmx__rpc_deliver(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const
 }
 
 /* A handler slot freed: start held requests, and give their credits back. */
-void rmx__rpc_resume(rmx_conn_t *c)
+static void rpc_resume(rmx_conn_t *c)
 {
   rmx_list_t *n;
   uint64_t held = c->rpc_held_bytes;
@@ -414,7 +416,7 @@ void rmx__rpc_drop_unanswered(rmx_conn_t *c)
   while ((n = rmx_list_pop(&c->reqs_out)) != NULL) {
     free(rmx_container_of(n, rmx_rpc_req_t, link));
     c->rpc_in--;
-    c->ops_out--;
+    rmx__conn_release(c);
   }
 }
 

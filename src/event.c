@@ -1,0 +1,46 @@
+/*
+ * The progress engine's core side: every transport event enters here and
+ * goes to the layer that owns it. The transports own the waiting (libuv
+ * readiness for TCP, completion channels for verbs); completions of ops go
+ * to the op's class (src/rt.c), so this file knows no op's insides.
+ */
+#include "rmx_int.h"
+
+void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
+{
+  rmx_conn_t *c = owner;
+  rmx_ctx_t *ctx = c->ctx; /* c may be gone after dispatch; ctx is not */
+  ctx->in_cb++;
+  switch (ev->type) {
+  case RMX_TP_EV_RECV:
+    if (c->state != RMX_CS_AUTH)
+      rmx__msg_recv(c, ev->data, ev->len);
+    else if (rmx__auth_recv(c, ev->data, ev->len)) /* AUTH or AUTH_OK, or refused */
+      rmx__conn_ready(c);
+    break;
+  case RMX_TP_EV_IMM:
+    if (c->state == RMX_CS_AUTH)
+      rmx__auth_refuse(c, "write with immediate before authenticating");
+    else
+      rmx__msg_imm(c, ev->imm, ev->len, ev->status != 0);
+    break;
+  case RMX_TP_EV_READ:
+  case RMX_TP_EV_WRITE:
+  case RMX_TP_EV_ATOMIC:
+    c->rma_out--; /* a place in the peer's remote window is free */
+    /* fall through */
+  case RMX_TP_EV_SEND:
+    rmx__op_done(c, ev->op, ev->status);
+    break;
+  case RMX_TP_EV_ESTABLISHED:
+    rmx__conn_established(c, ev);
+    break;
+  case RMX_TP_EV_DISCONNECTED:
+    rmx__conn_down(c, ev->status ? ev->status : RMX_ECONNRESET);
+    break;
+  case RMX_TP_EV_CLOSED:
+    rmx__conn_closed(c);
+    break;
+  }
+  ctx->in_cb--;
+}

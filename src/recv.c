@@ -1,0 +1,319 @@
+/*
+ * Receiving messages. Inbound messages are delivered in the order they were
+ * sent. An eager message that finds nothing ahead of it is delivered
+ * straight from the receive buffer; one that arrives behind a rendezvous
+ * still being read is copied and held. Its credit is returned only on
+ * delivery, so a peer can never make us hold more than rx_depth messages.
+ * Rendezvous messages are read into a buffer of their own, as many at once
+ * as RMX_RNDV_DEPTH and the peer's remote window allow.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmx_int.h"
+
+static void protocol_error(rmx_conn_t *c, const char *why)
+{
+  RMX_LOG(c->ctx, ERROR, "closing connection %p (%s): protocol error: %s", (void *)c,
+          c->ops->name, why);
+  rmx__conn_down(c, RMX_EPROTO);
+}
+
+static void deliver(rmx_conn_t *c, const void *data, size_t len)
+{
+  c->st.msgs_recv++;
+  c->st.bytes_recv += len;
+  if (c->cbs.on_recv)
+    c->cbs.on_recv(c, data, len, c->cbs_arg);
+  else
+    RMX_LOG(c->ctx, DEBUG, "connection %p: %zu-byte message dropped: no on_recv", (void *)c, len);
+}
+
+static void deliver_imm(rmx_conn_t *c, uint32_t imm, size_t len)
+{
+  if (c->cbs.on_imm)
+    c->cbs.on_imm(c, imm, len, c->cbs_arg);
+  else
+    RMX_LOG(c->ctx, DEBUG, "connection %p: immediate %u dropped: no on_imm", (void *)c, imm);
+}
+
+/* Hand one inbound item to its consumer. Its receive credit goes back now,
+ * except for an RPC request that must wait for a handler slot (the RPC
+ * layer returns it then). */
+static void deliver_item(rmx_conn_t *c, int is_imm, uint32_t imm, uint8_t rpc_flag,
+                         const rmx_wire_rpc_t *rpcx, const void *data, size_t len)
+{
+  if (rpc_flag) {
+    if (!c->ctx->up.rpc_deliver(c, rpc_flag, rpcx, data, len))
+      rmx__msg_credit_back(c);
+    return;
+  }
+  rmx__msg_credit_back(c);
+  if (is_imm)
+    deliver_imm(c, imm, len);
+  else
+    deliver(c, data, len);
+}
+
+static void rx_free(rmx__op_t *op)
+{
+  rmx_conn_t *c = op->conn;
+  rmx__op_unreg(c, op);
+  if (op->buf)
+    rmx__buf_free(c->ctx, op->buf);
+  free(op->heap);
+  rmx__op_put(op);
+}
+
+static void deliver_ready(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  while (c->state == RMX_CS_ESTABLISHED && (n = c->rxq.next) != &c->rxq) {
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (!op->ready)
+      break;
+    rmx_list_del(n);
+    deliver_item(c, op->is_imm, op->imm, op->rpc_flag, &op->rpcx, op->data, op->len);
+    rx_free(op);
+  }
+}
+
+/* ---- rendezvous reads ---- */
+
+static void start_reads(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  int rc;
+  rmx_list_foreach(n, &c->rxq) {
+    if (c->rndv_reads >= c->ctx->cfg.rndv_depth)
+      return;
+    if (c->rpc_held_bytes >= c->ctx->cfg.max_msg_size) {
+      /* RPC requests wait for handlers with a message's worth copied: read
+       * no more large ones until some are served (bounds what a peer can
+       * make us hold). */
+      c->reads_blocked = 1;
+      return;
+    }
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->ready || op->reading)
+      continue;
+    if (!op->heap && !(op->heap = malloc(op->len ? op->len : 1))) {
+      RMX_LOG(c->ctx, ERROR, "cannot allocate %zu bytes for an incoming message", op->len);
+      rmx__conn_down(c, RMX_ENOMEM);
+      return;
+    }
+    op->data = op->heap;
+    if (!op->mem && (rc = rmx__op_reg(c, op, op->heap, op->len, RMX_TP_ACC_LOCAL)) != 0) {
+      rmx__conn_down(c, rc);
+      return;
+    }
+    rc = c->rma_out < c->rma_window
+             ? c->ops->read(c->tc, op->heap, op->len, op->mem, op->rts.addr, op->rts.rkey, op)
+             : RMX_EAGAIN;
+    if (rc == RMX_EAGAIN) {
+      c->reads_blocked = 1; /* the buffer stays; retried after a completion */
+      break;
+    }
+    if (rc) {
+      rmx__conn_down(c, rc);
+      return;
+    }
+    op->reading = 1;
+    c->rndv_reads++;
+    c->rma_out++;
+  }
+  c->ops->flush(c->tc);
+}
+
+void rmx__msg_reads_resume(rmx_conn_t *c) { start_reads(c); }
+
+static void read_done(rmx_conn_t *c, rmx__op_t *op, int status)
+{
+  op->reading = 0;
+  c->rndv_reads--;
+  if (status) {
+    if (c->state != RMX_CS_DOWN) {
+      RMX_LOG(c->ctx, ERROR, "connection %p: reading a %zu-byte message failed: %s", (void *)c,
+              op->len, rmx_strerror(status));
+      rmx__conn_down(c, status);
+    }
+    return; /* the entry stays in rxq and is freed with the connection */
+  }
+  op->ready = 1;
+  if (rmx__msg_queue_fin(c, op->rts.id, 0) != 0) {
+    rmx__conn_down(c, RMX_ENOMEM);
+    return;
+  }
+  /* FIN before delivery: the sender's buffer is free sooner, and a receiver
+   * that closes from on_recv does not strand the sender's callback. */
+  rmx__msg_progress(c);
+  deliver_ready(c);
+  start_reads(c);
+  rmx__msg_maybe_return_credits(c);
+  rmx__msg_progress(c);
+}
+
+/* ---- frames ---- */
+
+static int hold(rmx_conn_t *c, const rmx_frame_t *f)
+{
+  rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_RX);
+  if (!op)
+    return RMX_ENOMEM;
+  op->len = f->type == RMX_FR_DATA ? f->payload_len : f->u.rts.size;
+  op->rpc_flag = f->flags;
+  op->rpcx = f->rpc;
+  if (f->type == RMX_FR_DATA) {
+    if (rmx__buf_alloc(c->ctx, op->len, &op->buf) != 0) {
+      rmx__op_put(op);
+      return RMX_ENOMEM;
+    }
+    op->data = rmx_buf_data(op->buf);
+    memcpy(rmx_buf_data(op->buf), f->payload, op->len);
+    op->ready = 1;
+  } else {
+    op->rts = f->u.rts;
+  }
+  rmx_list_push(&c->rxq, &op->link);
+  return 0;
+}
+
+/*
+ * The peer used one of our receive buffers. Only a CREDIT frame may use
+ * its last credit (protocol.md, flow control); anything else there, or
+ * anything beyond, closes the connection. 0 when it did.
+ */
+static int rx_credit_spent(rmx_conn_t *c, int credit_frame)
+{
+  int why = rmx__credit_rx(&c->cr, c->ctx->cfg.rx_depth, credit_frame);
+  if (why == 0)
+    return 1;
+  protocol_error(c, why == RMX__CREDIT_OVER
+                        ? "peer sent more frames than its credits allow"
+                        : "peer spent its last credit on something other than a CREDIT frame");
+  return 0;
+}
+
+void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
+{
+  rmx_frame_t f;
+  const char *why;
+
+  if (c->state != RMX_CS_ESTABLISHED)
+    return; /* closing: nothing more is delivered */
+  if (rmx_wire_decode(buf, len, &f, &why) != 0) {
+    protocol_error(c, why);
+    return;
+  }
+  if (len > c->ctx->cfg.eager_size) {
+    protocol_error(c, "frame larger than the receive buffers");
+    return;
+  }
+  if (rmx__credit_returned(&c->cr, f.credits) != 0) {
+    protocol_error(c, "peer returned more credits than it was owed");
+    return;
+  }
+  if (f.type != RMX_FR_BYE && !rx_credit_spent(c, f.type == RMX_FR_CREDIT))
+    return;
+  if (f.flags == RMX_FF_RPC_REP && f.rpc.status > 0)
+    f.rpc.status = RMX_EIO; /* replies carry 0 or a negative status */
+
+  switch (f.type) {
+  case RMX_FR_DATA:
+    if (rmx_list_empty(&c->rxq)) {
+      deliver_item(c, 0, 0, f.flags, &f.rpc, f.payload, f.payload_len);
+    } else if (hold(c, &f) != 0) {
+      rmx__conn_down(c, RMX_ENOMEM);
+      return;
+    }
+    break;
+  case RMX_FR_RTS:
+    if (f.u.rts.size > c->ctx->cfg.max_msg_size) {
+      RMX_LOG(c->ctx, ERROR, "peer announced a %llu-byte message; the maximum is %llu",
+              (unsigned long long)f.u.rts.size, (unsigned long long)c->ctx->cfg.max_msg_size);
+      protocol_error(c, "message larger than the configured maximum");
+      return;
+    }
+    if (hold(c, &f) != 0) {
+      rmx__conn_down(c, RMX_ENOMEM);
+      return;
+    }
+    start_reads(c);
+    break;
+  case RMX_FR_FIN:
+    rmx__msg_credit_back(c);
+    if (rmx__msg_fin(c, &f.u.fin) != 0) {
+      protocol_error(c, "FIN for a message that is not waiting for one");
+      return;
+    }
+    break;
+  case RMX_FR_CREDIT:
+    rmx__credit_freed(&c->cr, 1); /* never a reason to send a CREDIT frame back */
+    break;
+  case RMX_FR_BYE:
+    rmx__conn_down(c, 0);
+    return;
+  case RMX_FR_AUTH:
+  case RMX_FR_AUTH_OK:
+    protocol_error(c, "authentication frame after the handshake");
+    return;
+  }
+  deliver_ready(c);
+  rmx__msg_maybe_return_credits(c);
+  rmx__msg_progress(c);
+}
+
+/* A peer's write-with-immediate: it used a receive buffer, like a message,
+ * and is delivered in order with messages. */
+void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused)
+{
+  if (c->state != RMX_CS_ESTABLISHED)
+    return;
+  if (!rx_credit_spent(c, 0))
+    return;
+  if (refused) { /* the target refused the write: nothing to deliver, but the
+                    peer spent a credit on it, which goes back */
+    rmx__msg_credit_back(c);
+    rmx__msg_maybe_return_credits(c);
+    rmx__msg_progress(c);
+    return;
+  }
+  if (rmx_list_empty(&c->rxq)) {
+    deliver_item(c, 1, imm, 0, NULL, NULL, len);
+  } else {
+    rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_RX);
+    if (!op) {
+      rmx__conn_down(c, RMX_ENOMEM);
+      return;
+    }
+    op->is_imm = 1;
+    op->imm = imm;
+    op->len = len;
+    op->ready = 1;
+    rmx_list_push(&c->rxq, &op->link);
+  }
+  deliver_ready(c);
+  rmx__msg_maybe_return_credits(c);
+  rmx__msg_progress(c);
+}
+
+/* The connection is down and the transport closed: every op left fails. */
+void rmx__msg_fail_all(rmx_conn_t *c, int status)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&c->ctrlq)) != NULL)
+    rmx__op_put(rmx_container_of(n, rmx__op_t, link));
+  while ((n = rmx_list_pop(&c->rxq)) != NULL)
+    rx_free(rmx_container_of(n, rmx__op_t, link));
+  /* User callbacks last: they may call back into rmx. */
+  while ((n = rmx_list_pop(&c->rndv_wait)) != NULL)
+    rmx__op_fail(rmx_container_of(n, rmx__op_t, link), status);
+  while ((n = rmx_list_pop(&c->rmaq)) != NULL)
+    rmx__op_fail(rmx_container_of(n, rmx__op_t, link), status);
+  while ((n = rmx_list_pop(&c->sendq)) != NULL)
+    rmx__op_fail(rmx_container_of(n, rmx__op_t, link), status);
+}
+
+static void rx_fail(rmx__op_t *op, int status) { rx_free(op); }
+
+const rmx__op_class_t rmx__rx_class = {.done = read_done, .fail = rx_fail};

@@ -1,0 +1,239 @@
+/*
+ * The send scheduler: the connection's queues (control frames, one-sided
+ * operations, messages), posting what credits allow, control frames, and
+ * credit returns. The credit rules themselves are src/credit.c.
+ */
+#include <string.h>
+
+#include "rmx_int.h"
+
+/* Where an eager frame starts in its buffer: header, then the RPC extension
+ * if any, then the payload at rmx_buf_data(). */
+#define EXT_LEN(op) ((op)->rpc_flag ? RMX_WIRE_RPC_LEN : 0)
+#define FRAME_HDR(b, ext) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN - (ext))
+
+void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer)
+{
+  const rmx_config_t *cfg = &c->ctx->cfg;
+  uint32_t frame = peer->eager_size < cfg->eager_size ? peer->eager_size : cfg->eager_size;
+  c->cr.peer_depth = peer->rx_depth;
+  c->cr.credits = peer->rx_depth;
+  c->eager_max = frame - RMX_WIRE_HDR_LEN;
+  c->max_msg = peer->max_msg < cfg->max_msg_size ? peer->max_msg : cfg->max_msg_size;
+  c->rma_window = peer->rma_window;
+}
+
+/* The status a user's operation reports for what the transport said. */
+int rmx__op_status(rmx_conn_t *c, int status)
+{
+  if (status == 0)
+    return 0;
+  if (c->user_closed)
+    return RMX_ECANCELED;
+  /* The transport cancels what it still holds when we close it because the
+   * peer went away: report the peer's loss, not a cancel nobody asked for. */
+  if (status == RMX_ECANCELED)
+    return c->err ? c->err : RMX_ECONNRESET;
+  return status;
+}
+
+/* ---- posting ---- */
+
+static int post(rmx_conn_t *c, rmx__op_t *op)
+{
+  rmx_tp_sge_t sge;
+  uint16_t returned = 0;
+  int rc;
+
+  if (op->kind == RMX_OP_RMA_IMM) {
+    /* Parts may go before the send queue fills; the last carries the
+     * immediate and spends the credit. */
+    if ((rc = c->ctx->opc[op->kind]->post(c, op)) != 0)
+      return rc;
+    c->cr.credits--;
+    return 0;
+  }
+  if (op->kind == RMX_OP_EAGER) {
+    uint8_t *hdr = FRAME_HDR(op->buf, EXT_LEN(op));
+    sge.mem = NULL;
+    if ((c->ops->flags & RMX_TP_F_LOCAL_REG) &&
+        (rc = rmx__buf_mem(c->ctx, op->buf, c->tpi, &sge.mem)) != 0)
+      return rc;
+    returned = rmx__credit_take(&c->cr);
+    rmx_wire_set_credits(hdr, returned);
+    sge.addr = hdr;
+    sge.len = RMX_WIRE_HDR_LEN + EXT_LEN(op) + op->len;
+  } else {
+    if (op->ctrl != RMX_FR_BYE) {
+      returned = rmx__credit_take(&c->cr);
+      rmx_wire_set_credits(op->frame, returned);
+    }
+    sge.addr = op->frame;
+    sge.len = op->frame_len;
+    sge.mem = NULL;
+  }
+  if (op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_CREDIT)
+    c->credit_queued = 0;
+  rc = c->ops->send(c->tc, &sge, 1, op);
+  if (rc) {
+    rmx__credit_untake(&c->cr, returned); /* not sent: still owed */
+    if (op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_CREDIT)
+      c->credit_queued = 1;
+    return rc;
+  }
+  if (!(op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_BYE))
+    c->cr.credits--;
+  if (op->kind == RMX_OP_RNDV)
+    rmx_list_push(&c->rndv_wait, &op->link);
+  return 0;
+}
+
+/* Send what credits allow: control frames first, then user messages. */
+void rmx__msg_progress(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  int rc;
+
+  if (c->tp_state != RMX_TPS_OPEN || c->state == RMX_CS_CONNECTING ||
+      c->state == RMX_CS_RESOLVING)
+    return;
+  while ((n = c->ctrlq.next) != &c->ctrlq) {
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->ctrl == RMX_FR_CREDIT && c->cr.owed == 0) {
+      /* A frame that went out since returned them already. */
+      rmx_list_del(n);
+      c->credit_queued = 0;
+      rmx__op_put(op);
+      continue;
+    }
+    if (c->cr.credits < rmx__credit_need(op->ctrl))
+      break;
+    rmx_list_del(n);
+    if ((rc = post(c, op)) != 0) {
+      rmx_list_push_front(&c->ctrlq, &op->link);
+      if (rc != RMX_EAGAIN) /* EAGAIN: the send queue is full, retry later */
+        rmx__conn_down(c, rc);
+      goto out;
+    }
+  }
+  if (c->state != RMX_CS_ESTABLISHED)
+    goto out;
+  if (!rmx_list_empty(&c->rmaq)) {
+    c->ctx->up.rma_progress(c);
+    if (c->state != RMX_CS_ESTABLISHED)
+      goto out;
+  }
+  while ((n = c->sendq.next) != &c->sendq && c->cr.credits >= rmx__credit_need(RMX_FR_DATA)) {
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    rmx_list_del(n);
+    if ((rc = post(c, op)) != 0) {
+      /* Back in its place; on failure it fails with the rest in conn_finish. */
+      rmx_list_push_front(&c->sendq, &op->link);
+      if (rc != RMX_EAGAIN)
+        rmx__conn_down(c, rc);
+      goto out;
+    }
+    c->stalled = 0;
+  }
+  if (!rmx_list_empty(&c->sendq) && !c->stalled) {
+    c->stalled = 1;
+    c->st.credit_stalls++;
+  }
+  if (c->reads_blocked && c->rndv_reads < c->ctx->cfg.rndv_depth) {
+    c->reads_blocked = 0;
+    c->ctx->up.reads_resume(c);
+  }
+out:
+  if (c->tp_state == RMX_TPS_OPEN)
+    c->ops->flush(c->tc);
+}
+
+/* Queue a control frame: FIN (fin), or a header with body[0..len). */
+static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin, const void *body,
+                      size_t len)
+{
+  rmx__op_t *op = rmx__op_get(c->ctx, c, RMX_OP_CTRL);
+  if (!op)
+    return RMX_ENOMEM;
+  op->ctrl = type;
+  if (type == RMX_FR_FIN) {
+    op->frame_len = (uint32_t)rmx_wire_fin_encode(op->frame, 0, fin);
+  } else {
+    op->frame_len = (uint32_t)(rmx_wire_hdr_encode(op->frame, type, 0, (uint32_t)len) + len);
+    if (len)
+      memcpy(op->frame + RMX_WIRE_HDR_LEN, body, len);
+  }
+  rmx_list_push(&c->ctrlq, &op->link);
+  return 0;
+}
+
+int rmx__msg_queue_fin(rmx_conn_t *c, uint64_t id, int32_t status)
+{
+  rmx_wire_fin_t fin = {.id = id, .status = status};
+  return queue_ctrl(c, RMX_FR_FIN, &fin, NULL, 0);
+}
+
+/* AUTH or AUTH_OK (src/auth.c): the first frame each way. It spends a
+ * credit like any frame; the peer returns it in a later header. */
+int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t len)
+{
+  int rc = queue_ctrl(c, type, NULL, body, len);
+  if (rc == 0)
+    rmx__msg_progress(c);
+  return rc;
+}
+
+int rmx__msg_queue_bye(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  /* FINs the credits allow still go (the peer's sends complete); what is
+   * left could hold BYE back forever, since no credit returns after close. */
+  rmx__msg_progress(c);
+  while ((n = rmx_list_pop(&c->ctrlq)) != NULL)
+    rmx__op_put(rmx_container_of(n, rmx__op_t, link));
+  c->credit_queued = 0;
+  int rc = queue_ctrl(c, RMX_FR_BYE, NULL, NULL, 0);
+  if (rc == 0)
+    rmx__msg_progress(c);
+  return rc;
+}
+
+void rmx__msg_maybe_return_credits(rmx_conn_t *c)
+{
+  if (rmx__credit_want_frame(&c->cr, c->ctx->cfg.rx_depth) && !c->credit_queued &&
+      c->state == RMX_CS_ESTABLISHED) {
+    if (queue_ctrl(c, RMX_FR_CREDIT, NULL, NULL, 0) == 0) {
+      c->credit_queued = 1;
+      c->st.credit_frames++;
+    }
+  }
+}
+
+void rmx__msg_credit_back(rmx_conn_t *c) { rmx__credit_freed(&c->cr, 0); }
+
+/* After a send completed (any kind): fail on error, let held work go. */
+void rmx__msg_sent(rmx_conn_t *c, int status)
+{
+  if (status && c->state != RMX_CS_DOWN) {
+    rmx__conn_down(c, status);
+    return;
+  }
+  if (c->state == RMX_CS_ESTABLISHED && c->rndv_reads < c->ctx->cfg.rndv_depth)
+    c->ctx->up.reads_resume(c); /* a read refused for a full send queue may go now */
+  rmx__msg_progress(c);
+}
+
+/* ---- control frames: CREDIT, FIN, BYE, AUTH ---- */
+
+static void ctrl_done(rmx_conn_t *c, rmx__op_t *op, int status)
+{
+  int bye = op->ctrl == RMX_FR_BYE;
+  rmx__op_put(op);
+  if (bye)
+    rmx__conn_tp_close(c); /* BYE is out: the transport may close */
+  rmx__msg_sent(c, status);
+}
+
+static void ctrl_fail(rmx__op_t *op, int status) { rmx__op_put(op); }
+
+const rmx__op_class_t rmx__ctrl_class = {.done = ctrl_done, .fail = ctrl_fail};

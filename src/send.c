@@ -1,0 +1,183 @@
+/*
+ * Sending messages: eager (one DATA frame, copied or the user's buffer) or
+ * rendezvous (an RTS naming registered memory the peer reads, released at
+ * its FIN). Messages wait in the send queue for credits (src/sched.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmx_int.h"
+
+#define FRAME_HDR(b, ext) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN - (ext))
+
+/*
+ * Register a rendezvous source or destination for op. Memory a peer may
+ * reach (a source it reads) is registered for this operation and this
+ * connection alone, and released when the operation ends: never cached,
+ * so it is not left reachable afterwards (docs/security.md). Local-only
+ * destinations go through the cache where registration is costly (verbs).
+ */
+int rmx__op_reg(rmx_conn_t *c, rmx__op_t *op, const void *addr, size_t len, unsigned access)
+{
+  int rc = 0;
+  if (access & ~RMX_TP_ACC_LOCAL) {
+    rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)addr, len, access, c->tc,
+                         &op->mem);
+  } else if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
+    if ((rc = rmx__regcache_get(c->ctx, c->tpi, addr, len, access, &op->cached)) == 0)
+      op->mem = op->cached->mem;
+  }
+  return rc;
+}
+
+void rmx__op_unreg(rmx_conn_t *c, rmx__op_t *op)
+{
+  if (op->cached)
+    rmx__regcache_put(c->ctx, op->cached);
+  else if (op->mem)
+    c->ops->mem_dereg(op->mem);
+}
+
+/* Complete a user send exactly once and release what it held. */
+static void user_done(rmx__op_t *op, int status)
+{
+  rmx_conn_t *c = op->conn;
+  rmx__op_unreg(c, op);
+  if (op->buf)
+    rmx__buf_free(c->ctx, op->buf);
+  if (status == 0) {
+    c->st.msgs_sent++;
+    c->st.bytes_sent += op->len;
+  } else {
+    c->st.errors++;
+  }
+  rmx_send_cb cb = op->cb;
+  void *arg = op->arg;
+  rmx__op_put(op);
+  if (cb)
+    cb(c, status, arg);
+}
+
+/* ---- sending ---- */
+
+/* Send a message, or an RPC request/reply (rpc_flag, rpc). *rndv (may be
+ * NULL) tells whether it went by rendezvous. */
+int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, uint8_t rpc_flag,
+                  const rmx_wire_rpc_t *rpc, rmx_send_cb cb, void *arg, int *rndv)
+{
+  rmx__op_t *op;
+  size_t ext = rpc_flag ? RMX_WIRE_RPC_LEN : 0;
+  int rc;
+
+  if (!c || (!data && len))
+    return RMX_EINVAL;
+  if (c->state != RMX_CS_ESTABLISHED)
+    return RMX_ENOTCONN;
+  if (len > c->max_msg)
+    return RMX_EMSGSIZE;
+
+  if (len + ext <= c->eager_max) {
+    op = rmx__op_get(c->ctx, c, RMX_OP_EAGER);
+    if (!op)
+      return RMX_ENOMEM;
+    if (ubuf) {
+      op->buf = ubuf;
+      op->user_buf = 1;
+    } else {
+      if ((rc = rmx__buf_alloc(c->ctx, len, &op->buf)) != 0) {
+        rmx__op_put(op);
+        return rc;
+      }
+      if (len)
+        memcpy(rmx_buf_data(op->buf), data, len);
+    }
+    uint8_t *hdr = FRAME_HDR(op->buf, ext);
+    rmx_wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
+    if (rpc_flag)
+      rmx_wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
+    c->st.eager_sent++;
+  } else {
+    op = rmx__op_get(c->ctx, c, RMX_OP_RNDV);
+    if (!op)
+      return RMX_ENOMEM;
+    if ((rc = rmx__op_reg(c, op, data, len, RMX_TP_ACC_REMOTE_READ)) != 0) {
+      rmx__op_put(op);
+      return rc;
+    }
+    op->buf = ubuf;
+    op->user_buf = ubuf != NULL;
+    op->data = data;
+    op->id = ++c->next_id;
+    rmx_wire_rts_t rts = {.id = op->id, .addr = (uintptr_t)data, .size = len,
+                          .rkey = c->ops->mem_rkey(op->mem)};
+    op->frame_len = (uint32_t)rmx_wire_rts_encode(op->frame, 0, &rts);
+    if (rpc_flag) {
+      rmx_wire_rpc_add(op->frame, rpc_flag, op->frame + op->frame_len, rpc);
+      op->frame_len += RMX_WIRE_RPC_LEN;
+    }
+    c->st.rndv_sent++;
+  }
+  if (rndv)
+    *rndv = op->kind == RMX_OP_RNDV;
+  op->rpc_flag = rpc_flag;
+  op->len = len;
+  op->cb = cb;
+  op->arg = arg;
+  rmx_list_push(&c->sendq, &op->link);
+  rmx__msg_progress(c);
+  return 0;
+}
+
+int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on_sent, void *arg)
+{
+  return rmx__msg_send(c, data, len, NULL, 0, NULL, on_sent, arg, NULL);
+}
+
+int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent, void *arg)
+{
+  if (!b || len > b->cap)
+    return RMX_EINVAL;
+  return rmx__msg_send(c, rmx_buf_data(b), len, b, 0, NULL, on_sent, arg, NULL);
+}
+
+static void rndv_done(rmx__op_t *op)
+{
+  user_done(op, rmx__op_status(op->conn, op->status));
+}
+
+/* The transport reported a message's frame (DATA, or RTS) sent. */
+static void send_done(rmx_conn_t *c, rmx__op_t *op, int status)
+{
+  if (op->kind == RMX_OP_EAGER) {
+    user_done(op, rmx__op_status(c, status));
+  } else {
+    op->sent = 1;
+    if (status) {
+      rmx_list_del(&op->link);
+      op->status = status;
+      rndv_done(op);
+    } else if (op->ready) { /* FIN came first */
+      rndv_done(op);
+    }
+  }
+  rmx__msg_sent(c, status);
+}
+
+int rmx__msg_fin(rmx_conn_t *c, const rmx_wire_fin_t *fin)
+{
+  rmx_list_t *n;
+  rmx_list_foreach(n, &c->rndv_wait) {
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->id != fin->id)
+      continue;
+    rmx_list_del(n);
+    op->status = rmx_wire_status(fin->status);
+    op->ready = 1;
+    if (op->sent)
+      rndv_done(op);
+    return 0;
+  }
+  return RMX_EPROTO;
+}
+
+const rmx__op_class_t rmx__send_class = {.done = send_done, .fail = user_done};
