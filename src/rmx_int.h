@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "base/uri.h"
 #include "registry.h"
-#include "wire.h"
+#include "msg/wire.h"
 
 #define RMX_HIDDEN __attribute__((visibility("hidden")))
 
