@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""
+The layer boundaries of rmx, checked from the built objects and the sources
+(docs/architecture.md, "Layers"):
+
+1. src/base references nothing of rmx outside src/base.
+2. A transport (transport/<name>/) references no rmx symbol outside src/base
+   and its own folder, and includes no rmx header outside src/base,
+   transport/ and include/ (its depfiles say what it included).
+3. The core (src/, outside base) reaches a transport only through the
+   registry: no core object but src/registry references a transport symbol.
+4. No call cycle joins more than two files, and none joins two layers
+   (an arrow A -> B wherever A's object references a symbol B defines).
+5. Examples, bench and the conformance suite include only <rmx/rmx.h>,
+   <uv.h>, system headers and headers of their own folder.
+
+usage: check_layers.py SOURCE_DIR OBJECT...
+Exit 0 when every rule holds; else one line per breach and exit 1.
+"""
+import os
+import re
+import subprocess
+import sys
+
+src_dir = os.path.realpath(sys.argv[1])
+objects = [o for arg in sys.argv[2:] for o in arg.split(";") if o]
+breaches = []
+
+
+def rel_source(obj):
+    """transport/tcp/tcp.c.o -> transport/tcp/tcp (the path under .dir/)."""
+    path = obj.split('.dir/', 1)[1]
+    return path[:-len('.c.o')] if path.endswith('.c.o') else path[:-2]
+
+
+def layer(name):
+    parts = name.split('/')
+    if parts[0] == 'transport':
+        return 'transport/' + parts[1]
+    if parts[0] == 'src' and len(parts) > 2:
+        return 'src/' + parts[1]
+    return 'src'  # the top of the core: context, runtime, registry, rpc, rma
+
+
+defs, refs = {}, {}
+for obj in objects:
+    name = rel_source(obj)
+    out = subprocess.run(['nm', '-P', obj], capture_output=True, text=True, check=True).stdout
+    refs[name] = set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) < 2:
+            continue
+        if f[1] == 'U':
+            refs[name].add(f[0])
+        elif f[1] in 'TDBRVWC':
+            defs[f[0]] = name
+
+edges = {n: set() for n in refs}
+for a, syms in refs.items():
+    for s in syms:
+        b = defs.get(s)
+        if b and b != a:
+            edges[a].add(b)
+            la, lb = layer(a), layer(b)
+            if la == 'src/base' and lb != 'src/base':
+                breaches.append(f'{a} (base) uses {s} of {b}')
+            if la.startswith('transport/') and lb not in (la, 'src/base'):
+                breaches.append(f'{a} (a transport) uses {s} of {b}')
+            if (not la.startswith('transport/') and lb.startswith('transport/')
+                    and a != 'src/registry'):
+                breaches.append(f'{a} reaches transport {b} ({s}) outside the registry')
+
+# 4. strongly connected components (Tarjan), iteratively.
+index, low, on, stack, comps, counter = {}, {}, set(), [], [], [0]
+for root in sorted(edges):
+    if root in index:
+        continue
+    work = [(root, iter(sorted(edges[root])))]
+    index[root] = low[root] = counter[0]
+    counter[0] += 1
+    stack.append(root)
+    on.add(root)
+    while work:
+        v, it = work[-1]
+        for w in it:
+            if w not in index:
+                index[w] = low[w] = counter[0]
+                counter[0] += 1
+                stack.append(w)
+                on.add(w)
+                work.append((w, iter(sorted(edges[w]))))
+                break
+            if w in on:
+                low[v] = min(low[v], index[w])
+        else:
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                comps.append(sorted(comp))
+for comp in comps:
+    if len(comp) > 2:
+        breaches.append('call cycle over more than two files: ' + ' '.join(comp))
+    elif len(comp) == 2 and layer(comp[0]) != layer(comp[1]):
+        breaches.append('call cycle across layers: ' + ' '.join(comp))
+
+# 2. what the transports included, from their depfiles.
+allowed_under = [os.path.join(src_dir, d) + os.sep
+                 for d in ('src/base', 'transport', 'include')]
+for obj in objects:
+    name = rel_source(obj)
+    if not name.startswith('transport/'):
+        continue
+    try:
+        deps = open(obj + '.d').read()
+    except OSError:
+        breaches.append(f'{name}: no depfile next to {obj}')
+        continue
+    for dep in re.split(r'[\s\\]+', deps):
+        dep = os.path.realpath(dep) if dep.endswith('.h') else ''
+        if dep.startswith(src_dir + os.sep) and not any(dep.startswith(p) for p in allowed_under):
+            breaches.append(f'{name} includes {os.path.relpath(dep, src_dir)}')
+
+# 5. the public-API-only programs.
+include_re = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+for folder in ('examples', 'bench', 'tests/conformance'):
+    root = os.path.join(src_dir, folder)
+    for fn in sorted(os.listdir(root)):
+        if not fn.endswith(('.c', '.h')):
+            continue
+        for lineno, line in enumerate(open(os.path.join(root, fn)), 1):
+            m = include_re.match(line)
+            if not m:
+                continue
+            kind, hdr = m.groups()
+            ok = (hdr in ('rmx/rmx.h', 'uv.h') or
+                  (kind == '"' and os.path.exists(os.path.join(root, hdr)) and '/' not in hdr) or
+                  (kind == '<' and not hdr.startswith('rmx/')))
+            if kind == '<' and hdr.split('/')[0] in ('infiniband', 'rdma') and \
+                    fn != 'fault_qp_err.c':
+                ok = False  # a program of the public API does not speak verbs
+            if not ok:
+                breaches.append(f'{folder}/{fn}:{lineno} includes {hdr}')
+
+for b in breaches:
+    print('layers:', b)
+print(f'layers: {len(objects)} objects, {sum(len(e) for e in edges.values())} arrows, '
+      f'{len(breaches)} breaches')
+sys.exit(1 if breaches else 0)
