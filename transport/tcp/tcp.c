@@ -25,7 +25,6 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#include "../../src/base/bytes.h"
 #include "../transport.h"
 #include "frame.h"
 
@@ -455,13 +454,8 @@ static int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_
     return rc;
   rd->dst = dst;
   rd->len = len;
-  tf_hdr(w->hdr, TF_RDREQ_LEN, TF_RD_REQ);
-  uint8_t *b = w->hdr + TF_HDR;
-  rmx_put64(b, rd->id);
-  rmx_put64(b + 8, raddr);
-  rmx_put64(b + 16, len);
-  rmx_put64(b + 24, rkey);
-  uv_buf_t bufs[1] = {uv_buf_init((char *)w->hdr, TF_HDR + TF_RDREQ_LEN)};
+  tf_req_t r = {.id = rd->id, .addr = raddr, .len = len, .key = rkey};
+  uv_buf_t bufs[1] = {uv_buf_init((char *)w->hdr, (unsigned)tf_req_put(w->hdr, TF_RD_REQ, &r))};
   return pend_post(tc, rd, w, bufs, 1);
 }
 
@@ -476,15 +470,9 @@ static int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_
     return RMX_EMSGSIZE;
   if ((rc = pend_begin(tc, TF_WR_REQ, op, &rd, &w)) != 0)
     return rc;
-  tf_hdr(w->hdr, (uint32_t)(TF_WRREQ_SUB + len), TF_WR_REQ);
-  uint8_t *b = w->hdr + TF_HDR;
-  rmx_put64(b, rd->id);
-  rmx_put64(b + 8, raddr);
-  rmx_put64(b + 16, len);
-  rmx_put64(b + 24, rkey);
-  rmx_put32(b + 32, imm ? 1 : 0);
-  rmx_put32(b + 36, imm ? *imm : 0);
-  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, TF_HDR + TF_WRREQ_SUB),
+  tf_req_t r = {.id = rd->id, .addr = raddr, .len = len, .key = rkey, .flags = imm ? 1 : 0,
+                .imm = imm ? *imm : 0};
+  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)tf_req_put(w->hdr, TF_WR_REQ, &r)),
                       uv_buf_init((char *)(uintptr_t)src, (unsigned)len)};
   return pend_post(tc, rd, w, bufs, len ? 2 : 1);
 }
@@ -498,16 +486,9 @@ static int tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, u
   if ((rc = pend_begin(tc, TF_AT_REQ, op, &rd, &w)) != 0)
     return rc;
   rd->old = old;
-  tf_hdr(w->hdr, TF_ATREQ_LEN, TF_AT_REQ);
-  uint8_t *b = w->hdr + TF_HDR;
-  rmx_put64(b, rd->id);
-  rmx_put64(b + 8, raddr);
-  rmx_put64(b + 16, rkey);
-  rmx_put32(b + 24, (uint32_t)kind);
-  rmx_put32(b + 28, 0);
-  rmx_put64(b + 32, cmp_add);
-  rmx_put64(b + 40, swap);
-  uv_buf_t bufs[1] = {uv_buf_init((char *)w->hdr, TF_HDR + TF_ATREQ_LEN)};
+  tf_req_t r = {.id = rd->id, .addr = raddr, .key = rkey, .op = (uint32_t)kind,
+                .cmp_add = cmp_add, .swap = swap};
+  uv_buf_t bufs[1] = {uv_buf_init((char *)w->hdr, (unsigned)tf_req_put(w->hdr, TF_AT_REQ, &r))};
   return pend_post(tc, rd, w, bufs, 1);
 }
 
@@ -531,8 +512,6 @@ static rd_t *pend_head(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
   rd_t *rd = rmx_container_of(tc->rd_pending.next, rd_t, link);
   return rd->kind == kind && rd->id == id ? rd : NULL;
 }
-
-static int32_t wire_status(uint32_t v) { return rmx_wire_status((int32_t)v); }
 
 /* ---- remote operations: the target checks everything first ---- */
 
@@ -673,15 +652,9 @@ static void srv_pump(rmx_tp_conn_t *tc)
       tc_fail(tc, RMX_ENOMEM);
       return;
     }
-    size_t sub = sv->kind == TF_AT_RESP ? TF_ATRESP_LEN : TF_RESP_SUB;
-    tf_hdr(w->hdr, (uint32_t)(sub + chunk), sv->kind);
-    rmx_put64(w->hdr + TF_HDR, sv->id);
-    rmx_put32(w->hdr + TF_HDR + 8, (uint32_t)sv->status);
-    if (sv->kind == TF_AT_RESP) {
-      rmx_put32(w->hdr + TF_HDR + 12, 0);
-      rmx_put64(w->hdr + TF_HDR + 16, sv->old);
-    }
-    uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)(TF_HDR + sub)),
+    tf_resp_t r = {.id = sv->id, .status = sv->status, .old = sv->old};
+    size_t head = tf_resp_put(w->hdr, sv->kind, &r, chunk);
+    uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)head),
                         uv_buf_init((char *)sv->addr, (unsigned)chunk)};
     if (chunk) {
       sv->addr += chunk;
@@ -746,43 +719,45 @@ static void cut_writes(rmx_tp_conn_t *tc)
 
 static void serve_read(rmx_tp_conn_t *tc, const uint8_t *b)
 {
-  uint64_t addr = rmx_get64(b + 8), len = rmx_get64(b + 16);
-  srv_t *sv = srv_new(tc, TF_RD_RESP, rmx_get64(b));
+  tf_req_t r;
+  tf_req_get(b, TF_RD_REQ, &r);
+  srv_t *sv = srv_new(tc, TF_RD_RESP, r.id);
   if (!sv)
     return;
-  rmx_tp_mem_t *m = check_access(tc, rmx_get64(b + 24), addr, len, RMX_TP_ACC_REMOTE_READ,
-                                 "read", &sv->status);
+  rmx_tp_mem_t *m = check_access(tc, r.key, r.addr, r.len, RMX_TP_ACC_REMOTE_READ, "read",
+                                 &sv->status);
   if (m) {
     mem_use(m);
     sv->m = m;
-    sv->addr = (uintptr_t)addr;
-    sv->left = len;
+    sv->addr = (uintptr_t)r.addr;
+    sv->left = r.len;
   }
   srv_pump(tc);
 }
 
 static void serve_atomic(rmx_tp_conn_t *tc, const uint8_t *b)
 {
-  uint64_t addr = rmx_get64(b + 8), old = 0;
-  uint32_t kind = rmx_get32(b + 24);
-  if (rmx_get32(b + 28) != 0) {
+  tf_req_t r;
+  uint64_t old = 0;
+  tf_req_get(b, TF_AT_REQ, &r);
+  if (r.pad != 0) {
     tc_proto_fail(tc, "malformed atomic request");
     return;
   }
-  srv_t *sv = srv_new(tc, TF_AT_RESP, rmx_get64(b));
+  srv_t *sv = srv_new(tc, TF_AT_RESP, r.id);
   if (!sv)
     return;
-  rmx_tp_mem_t *m = check_access(tc, rmx_get64(b + 16), addr, 8, RMX_TP_ACC_REMOTE_ATOMIC,
-                                 "atomic", &sv->status);
-  if (m && (addr % 8 || kind > RMX_TP_CSWAP))
+  rmx_tp_mem_t *m = check_access(tc, r.key, r.addr, 8, RMX_TP_ACC_REMOTE_ATOMIC, "atomic",
+                                 &sv->status);
+  if (m && (r.addr % 8 || r.op > RMX_TP_CSWAP))
     sv->status = RMX_EINVAL;
   if (m && sv->status == 0) {
-    uint64_t *word = (uint64_t *)(uintptr_t)addr;
-    if (kind == RMX_TP_FADD) {
-      old = __atomic_fetch_add(word, rmx_get64(b + 32), __ATOMIC_SEQ_CST);
+    uint64_t *word = (uint64_t *)(uintptr_t)r.addr;
+    if (r.op == RMX_TP_FADD) {
+      old = __atomic_fetch_add(word, r.cmp_add, __ATOMIC_SEQ_CST);
     } else {
-      old = rmx_get64(b + 32);
-      __atomic_compare_exchange_n(word, &old, rmx_get64(b + 40), 0, __ATOMIC_SEQ_CST,
+      old = r.cmp_add;
+      __atomic_compare_exchange_n(word, &old, r.swap, 0, __ATOMIC_SEQ_CST,
                                   __ATOMIC_SEQ_CST); /* old: the value found either way */
     }
   }
@@ -895,6 +870,7 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
 {
   int rc = 0;
   rd_t *rd;
+  tf_resp_t r;
   switch (kind) {
   case TF_HELLO:
     on_hello(tc, body, blen);
@@ -904,7 +880,7 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
     establish(tc, body, blen);
     break;
   case TF_REJECT: {
-    int32_t st = (int32_t)rmx_get32(body);
+    int32_t st = tf_reject_get(body);
     tc_fail(tc, st < 0 ? rmx_wire_status(st) : RMX_ECONNREFUSED);
     break;
   }
@@ -922,20 +898,22 @@ static void on_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, size_
       serve_atomic(tc, body);
     break;
   case TF_WR_RESP:
-    if (!(rd = pend_head(tc, TF_WR_REQ, rmx_get64(body)))) {
+    tf_resp_get(body, kind, &r);
+    if (!(rd = pend_head(tc, TF_WR_REQ, r.id))) {
       tc_proto_fail(tc, "write response for no outstanding write");
       return;
     }
-    pend_done(tc, rd, wire_status(rmx_get32(body + 8)));
+    pend_done(tc, rd, rmx_wire_status(r.status));
     break;
   case TF_AT_RESP: {
-    if (!(rd = pend_head(tc, TF_AT_REQ, rmx_get64(body)))) {
+    tf_resp_get(body, kind, &r);
+    if (!(rd = pend_head(tc, TF_AT_REQ, r.id))) {
       tc_proto_fail(tc, "atomic response for no outstanding atomic");
       return;
     }
-    int32_t st = wire_status(rmx_get32(body + 8));
+    int32_t st = rmx_wire_status(r.status);
     if (st == 0)
-      *rd->old = rmx_get64(body + 16);
+      *rd->old = r.old;
     pend_done(tc, rd, st);
     break;
   }
@@ -966,9 +944,11 @@ static int remote_allowed(rmx_tp_conn_t *tc)
  * it at any point. */
 static int on_rd_resp(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
 {
-  int32_t status = (int32_t)rmx_get32(p + TF_HDR + 8);
+  tf_resp_t r;
+  tf_resp_get(p + TF_HDR, TF_RD_RESP, &r);
+  int32_t status = r.status;
   size_t dlen = blen - TF_RESP_SUB;
-  rd_t *rd = pend_head(tc, TF_RD_REQ, rmx_get64(p + TF_HDR));
+  rd_t *rd = pend_head(tc, TF_RD_REQ, r.id);
 
   if (!rd) {
     tc_proto_fail(tc, "read response for no outstanding read");
@@ -991,23 +971,22 @@ static int on_rd_resp(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
 /* A write request: check, then stream its data into place, or nowhere. */
 static int on_wr_req(rmx_tp_conn_t *tc, const uint8_t *p, uint32_t blen)
 {
-  const uint8_t *b = p + TF_HDR;
-  uint64_t addr = rmx_get64(b + 8), len = rmx_get64(b + 16);
-  uint32_t flags = rmx_get32(b + 32);
-  if (len != blen - TF_WRREQ_SUB || (flags & ~1u)) {
+  tf_req_t r;
+  tf_req_get(p + TF_HDR, TF_WR_REQ, &r);
+  if (r.len != blen - TF_WRREQ_SUB || (r.flags & ~1u)) {
     tc_proto_fail(tc, "malformed write request");
     return -1;
   }
-  srv_t *sv = srv_new(tc, TF_WR_RESP, rmx_get64(b));
+  srv_t *sv = srv_new(tc, TF_WR_RESP, r.id);
   if (!sv)
     return -1;
   sv->ready = 0;
-  rmx_tp_mem_t *m = check_access(tc, rmx_get64(b + 24), addr, len, RMX_TP_ACC_REMOTE_WRITE,
-                                 "write", &sv->status);
+  rmx_tp_mem_t *m = check_access(tc, r.key, r.addr, r.len, RMX_TP_ACC_REMOTE_WRITE, "write",
+                                 &sv->status);
   if (m)
     mem_use(m);
-  tc->sink = (sink_t){.dst = m ? (uint8_t *)(uintptr_t)addr : NULL, .left = len, .srv = sv,
-                      .m = m, .has_imm = flags & 1, .imm = rmx_get32(b + 36), .total = len};
+  tc->sink = (sink_t){.dst = m ? (uint8_t *)(uintptr_t)r.addr : NULL, .left = r.len, .srv = sv,
+                      .m = m, .has_imm = r.flags & 1, .imm = r.imm, .total = r.len};
   tc->rpos += TF_HDR + TF_WRREQ_SUB;
   return sink_start(tc);
 }
@@ -1027,8 +1006,7 @@ static void parse(rmx_tp_conn_t *tc)
       return;
     }
     if (kind == TF_RD_RESP || kind == TF_WR_REQ) { /* payloads that stream */
-      size_t sub = kind == TF_RD_RESP ? TF_RESP_SUB : TF_WRREQ_SUB;
-      if (avail < TF_HDR + sub)
+      if (avail < TF_HDR + tf_buffered(kind, blen))
         break;
       if (kind == TF_WR_REQ && !remote_allowed(tc))
         break;
@@ -1161,10 +1139,10 @@ static int tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t 
 
 static void tcp_reject(rmx_tp_conn_t *tc, int status)
 {
-  uint8_t body[4];
+  uint8_t body[TF_REJECT_LEN];
   tc->owner = NULL;
   tc->state = TC_REJECTING;
-  rmx_put32(body, (uint32_t)status);
+  tf_reject_put(body, status);
   uv_read_stop((uv_stream_t *)&tc->h);
   if (write_small(tc, W_REJECT, TF_REJECT, body, sizeof(body)) != 0)
     tc_close(tc);
