@@ -1,4 +1,4 @@
-/* The TCP stream framing's header checks: see frame.h. */
+/* The TCP stream framing's header checks and body codecs: see frame.h. */
 #include "frame.h"
 
 #include "../../src/base/bytes.h"
@@ -28,7 +28,7 @@ static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, siz
   case TF_REJECT:
     if (state != TC_HELLO_SENT)
       return "unexpected REJECT";
-    return blen != 4 ? "malformed REJECT" : NULL;
+    return blen != TF_REJECT_LEN ? "malformed REJECT" : NULL;
   case TF_MSG:
     if (state != TC_UP)
       return "message before the handshake";
@@ -59,3 +59,79 @@ const char *tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uin
     return "frame flags or reserved bits set";
   return kind_check(state, *kind, *blen, max_frame);
 }
+
+size_t tf_buffered(uint8_t kind, uint32_t blen)
+{
+  return kind == TF_RD_RESP ? TF_RESP_SUB : kind == TF_WR_REQ ? TF_WRREQ_SUB : blen;
+}
+
+/* RD_REQ and WR_REQ: id, addr, len, key, then WR_REQ's flags, imm. AT_REQ:
+ * id, addr, key, op, pad, compare/add, swap. */
+size_t tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r)
+{
+  uint8_t *b = p + TF_HDR;
+  size_t sub = kind == TF_RD_REQ ? TF_RDREQ_LEN : kind == TF_WR_REQ ? TF_WRREQ_SUB : TF_ATREQ_LEN;
+  tf_hdr(p, (uint32_t)(kind == TF_WR_REQ ? sub + r->len : sub), kind);
+  rmx_put64(b, r->id);
+  rmx_put64(b + 8, r->addr);
+  if (kind == TF_AT_REQ) {
+    rmx_put64(b + 16, r->key);
+    rmx_put32(b + 24, r->op);
+    rmx_put32(b + 28, 0);
+    rmx_put64(b + 32, r->cmp_add);
+    rmx_put64(b + 40, r->swap);
+  } else {
+    rmx_put64(b + 16, r->len);
+    rmx_put64(b + 24, r->key);
+  }
+  if (kind == TF_WR_REQ) {
+    rmx_put32(b + 32, r->flags);
+    rmx_put32(b + 36, r->imm);
+  }
+  return TF_HDR + sub;
+}
+
+void tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r)
+{
+  *r = (tf_req_t){.id = rmx_get64(b), .addr = rmx_get64(b + 8)};
+  if (kind == TF_AT_REQ) {
+    r->key = rmx_get64(b + 16);
+    r->op = rmx_get32(b + 24);
+    r->pad = rmx_get32(b + 28);
+    r->cmp_add = rmx_get64(b + 32);
+    r->swap = rmx_get64(b + 40);
+    return;
+  }
+  r->len = rmx_get64(b + 16);
+  r->key = rmx_get64(b + 24);
+  if (kind == TF_WR_REQ) {
+    r->flags = rmx_get32(b + 32);
+    r->imm = rmx_get32(b + 36);
+  }
+}
+
+/* id, status, then AT_RESP's pad (0) and old value. */
+size_t tf_resp_put(uint8_t *p, uint8_t kind, const tf_resp_t *r, size_t dlen)
+{
+  uint8_t *b = p + TF_HDR;
+  size_t sub = kind == TF_AT_RESP ? TF_ATRESP_LEN : TF_RESP_SUB;
+  tf_hdr(p, (uint32_t)(sub + dlen), kind);
+  rmx_put64(b, r->id);
+  rmx_put32(b + 8, (uint32_t)r->status);
+  if (kind == TF_AT_RESP) {
+    rmx_put32(b + 12, 0);
+    rmx_put64(b + 16, r->old);
+  }
+  return TF_HDR + sub;
+}
+
+void tf_resp_get(const uint8_t *b, uint8_t kind, tf_resp_t *r)
+{
+  r->id = rmx_get64(b);
+  r->status = (int32_t)rmx_get32(b + 8);
+  r->old = kind == TF_AT_RESP ? rmx_get64(b + 16) : 0;
+}
+
+void tf_reject_put(uint8_t *b, int32_t status) { rmx_put32(b, (uint32_t)status); }
+
+int32_t tf_reject_get(const uint8_t *b) { return (int32_t)rmx_get32(b); }

@@ -1,8 +1,10 @@
 /*
  * The TCP transport's stream framing (docs/protocol.md, "TCP stream
  * framing"): frame kinds, body layouts, the connection states that allow
- * each kind, and the checks a frame header must pass before its body is
- * looked at. Pure code with no I/O, so it can be tested and fuzzed alone.
+ * each kind, the checks a frame header must pass before its body is looked
+ * at, and the codecs of the bodies: every offset of the format is written
+ * here and nowhere else. Pure code with no I/O, so it can be tested and
+ * fuzzed alone.
  */
 #ifndef RMX_TCP_FRAME_H
 #define RMX_TCP_FRAME_H
@@ -11,6 +13,7 @@
 #include <stdint.h>
 
 #define TF_HDR 8          /* u32 body length, u8 kind, u8 flags (0), u16 reserved (0) */
+#define TF_REJECT_LEN 4   /* status */
 #define TF_RDREQ_LEN 32   /* id, addr, len, key */
 #define TF_RESP_SUB 12    /* id, status: read and write responses */
 #define TF_WRREQ_SUB 40   /* id, addr, len, key, flags, imm */
@@ -35,6 +38,48 @@ typedef enum {
 
 /* Write a frame header. */
 void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind);
+
+/*
+ * How much of a body (blen bytes, checked by tf_check) is buffered before
+ * its frame is handled: all of it, but for the payloads that stream (a
+ * read response's data, a write request's data), which go from the socket
+ * straight to where they belong: of those, only the part before the data.
+ */
+size_t tf_buffered(uint8_t kind, uint32_t blen);
+
+/* A request's fixed part (RD_REQ, WR_REQ, AT_REQ); each kind has the
+ * fields its body has. */
+typedef struct tf_req {
+  uint64_t id, addr;
+  uint64_t len;          /* RD_REQ, WR_REQ (the data that follows) */
+  uint64_t key;
+  uint32_t flags, imm;   /* WR_REQ: bit 0 says imm is raised after the data */
+  uint32_t op, pad;      /* AT_REQ: rmx_tp_atomic_t, and 0 */
+  uint64_t cmp_add, swap; /* AT_REQ */
+} tf_req_t;
+
+/* A response's fixed part (RD_RESP, WR_RESP, AT_RESP). */
+typedef struct tf_resp {
+  uint64_t id;
+  int32_t status; /* 0 or RMX_E* */
+  uint64_t old;   /* AT_RESP: the value found */
+} tf_resp_t;
+
+/* Write the header and fixed part of a request at p (room for TF_HDR +
+ * TF_ATREQ_LEN); a write's len bytes of data follow it on the stream.
+ * Returns the bytes written. */
+size_t tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r);
+/* Read the fixed part of a request's body. */
+void tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r);
+/* Write the header and fixed part of a response at p, with dlen bytes of
+ * read data after it on the stream. Returns the bytes written. */
+size_t tf_resp_put(uint8_t *p, uint8_t kind, const tf_resp_t *r, size_t dlen);
+/* Read the fixed part of a response's body. */
+void tf_resp_get(const uint8_t *b, uint8_t kind, tf_resp_t *r);
+
+/* A REJECT's body. */
+void tf_reject_put(uint8_t *b, int32_t status);
+int32_t tf_reject_get(const uint8_t *b);
 
 /*
  * May a frame with this header come now? hdr: its TF_HDR bytes; state: the

@@ -1,0 +1,223 @@
+/*
+ * TCP connections: their life from the socket to CLOSED, the handshake
+ * (HELLO, then HELLO_ACK or REJECT) within the connect timeout, and the
+ * frames of an open connection, handed to the core, the initiator or the
+ * target. Which frame may come in which state is frame.c's (tf_check).
+ */
+#include <string.h>
+
+#include "tcp.h"
+
+#define RBUF_EXTRA (64u << 10)
+
+/* ---- the handshake ---- */
+
+/* The handshake is over: tell the owner (data/len: the peer's hello, on the
+ * active side). */
+static void establish(rmx_tp_conn_t *tc, const void *data, size_t len)
+{
+  tc->established = 1;
+  uv_timer_stop(&tc->timer);
+  tc_ev(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, data, len);
+}
+
+/* The peer's first frame beat our HELLO_ACK's write callback: established
+ * now. 0 when the owner closed the connection meanwhile. */
+static int establish_early(rmx_tp_conn_t *tc)
+{
+  establish(tc, NULL, 0);
+  return !tc->closing && !tc->dead;
+}
+
+void tcp_conn_acked(rmx_tp_conn_t *tc, int status)
+{
+  if (status == 0 && !tc->established && !tc->closing && !tc->dead)
+    establish(tc, NULL, 0);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+  rmx_tp_conn_t *tc = t->data;
+  RMX_TP_LOG(tc->tp->env, WARN, "tcp: handshake not finished within %u ms",
+          tc->tp->env->cfg->connect_timeout_ms);
+  tcp_fail(tc, RMX_ETIMEDOUT);
+}
+
+/* ---- life ---- */
+
+rmx_tp_conn_t *tcp_conn_new(rmx_tp_t *tp)
+{
+  const rmx_config_t *cfg = tp->env->cfg;
+  rmx_tp_conn_t *tc = calloc(1, sizeof(*tc));
+  if (!tc)
+    return NULL;
+  tc->tp = tp;
+  tc->max_frame = cfg->eager_size;
+  tc->rcap = TF_HDR + cfg->eager_size + RBUF_EXTRA;
+  tc->rbuf = malloc(tc->rcap);
+  if (!tc->rbuf) {
+    free(tc);
+    return NULL;
+  }
+  rmx_list_init(&tc->rd_pending);
+  rmx_list_init(&tc->lst_link);
+  rmx_list_init(&tc->srvq);
+  rmx_list_init(&tc->srv_sent);
+  rmx_list_push(&tp->conns, &tc->tp_link);
+  tc->serial = ++tp->next_serial;
+  uv_tcp_init(tp->loop, &tc->h);
+  uv_timer_init(tp->loop, &tc->timer);
+  tc->h.data = tc->timer.data = tc;
+  tc->open_handles = 2;
+  tp->live++;
+  uv_timer_start(&tc->timer, timer_cb, cfg->connect_timeout_ms, 0);
+  return tc;
+}
+
+/* Both handles are closed: every op is reported, then CLOSED. */
+void tcp_conn_free(rmx_tp_conn_t *tc)
+{
+  tcp_pend_cancel(tc);
+  tcp_target_drop(tc);
+  if (tc->owner)
+    tc_ev(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
+  rmx_list_del(&tc->tp_link);
+  free(tc->rbuf);
+  free(tc);
+}
+
+/* ---- ops ---- */
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+  rmx_tp_conn_t *tc = req->data;
+  int rc;
+  if (status == UV_ECANCELED || tc->closing)
+    return;
+  if (status) {
+    tcp_fail(tc, rmx__uv_err(status));
+    return;
+  }
+  uv_tcp_nodelay(&tc->h, 1);
+  if ((rc = tcp_write_small(tc, W_CTRL, TF_HELLO, tc->hello, tc->hello_len)) != 0 ||
+      (rc = rmx__uv_err(tcp_read_start(tc))) != 0) {
+    tcp_fail(tc, rc);
+    return;
+  }
+  tc->state = TC_HELLO_SENT;
+}
+
+int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
+                void *owner, rmx_tp_conn_t **out)
+{
+  if (len > TF_HELLO_MAX)
+    return RMX_EINVAL;
+  rmx_tp_conn_t *tc = tcp_conn_new(tp);
+  if (!tc)
+    return RMX_ENOMEM;
+  memcpy(tc->hello, hello, len);
+  tc->hello_len = len;
+  tc->state = TC_CONNECTING;
+  tc->creq.data = tc;
+  int rc = uv_tcp_connect(&tc->creq, &tc->h, sa, connect_cb);
+  if (rc) {
+    tcp_conn_close(tc);
+    return rmx__uv_err(rc);
+  }
+  tc->owner = owner;
+  *out = tc;
+  return 0;
+}
+
+int tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len)
+{
+  if (len > TF_HELLO_MAX)
+    return RMX_EINVAL;
+  memcpy(tc->hello, hello, len);
+  tc->hello_len = len;
+  tc->owner = owner;
+  tc->state = TC_UP;
+  int rc = tcp_write_small(tc, W_HELLO_ACK, TF_HELLO_ACK, tc->hello, len);
+  if (rc)
+    tc->owner = NULL;
+  return rc;
+}
+
+void tcp_reject(rmx_tp_conn_t *tc, int status)
+{
+  uint8_t body[TF_REJECT_LEN];
+  tc->owner = NULL;
+  tc->state = TC_REJECTING;
+  tf_reject_put(body, status);
+  uv_read_stop((uv_stream_t *)&tc->h);
+  if (tcp_write_small(tc, W_REJECT, TF_REJECT, body, sizeof(body)) != 0)
+    tcp_conn_close(tc);
+}
+
+void tcp_ready(rmx_tp_conn_t *tc) { tc->ready = 1; }
+
+/* libuv writes at once; nothing is held back. */
+void tcp_flush(rmx_tp_conn_t *tc) {}
+
+/* Every TCP connection can do atomics: the target runs them. */
+unsigned tcp_caps(rmx_tp_conn_t *tc) { return RMX_TP_CAP_ATOMIC; }
+
+/* ---- frames ---- */
+
+static void on_hello(rmx_tp_conn_t *tc, const uint8_t *body, size_t blen)
+{
+  rmx_tp_listener_t *l = tc->lst;
+  rmx_list_del(&tc->lst_link);
+  l->npending--;
+  tc->lst = NULL;
+  l->tp->env->incoming(l->owner, tc, body, blen); /* answers with accept or reject */
+}
+
+/*
+ * May the peer's remote requests be served? Only once the core has
+ * accepted the peer: with authentication, not before its proof. A request
+ * that beats our HELLO_ACK's write callback establishes the connection
+ * first, as a message does.
+ */
+static int remote_allowed(rmx_tp_conn_t *tc)
+{
+  if (!tc->ready && !tc->established && !establish_early(tc))
+    return 0;
+  if (!tc->ready) {
+    tcp_proto_fail(tc, "remote request before the peer was accepted (authenticated)");
+    return 0;
+  }
+  return 1;
+}
+
+void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
+{
+  switch (kind) {
+  case TF_HELLO:
+    on_hello(tc, body, blen);
+    break;
+  case TF_HELLO_ACK:
+    tc->state = TC_UP;
+    establish(tc, body, blen);
+    break;
+  case TF_REJECT: {
+    int32_t st = tf_reject_get(body);
+    tcp_fail(tc, st < 0 ? rmx_wire_status(st) : RMX_ECONNREFUSED);
+    break;
+  }
+  case TF_MSG:
+    if (!tc->established && !establish_early(tc))
+      return;
+    tc_ev(tc, RMX_TP_EV_RECV, 0, NULL, body, blen);
+    break;
+  case TF_RD_REQ:
+  case TF_WR_REQ:
+  case TF_AT_REQ:
+    if (remote_allowed(tc))
+      tcp_serve(tc, kind, body, blen);
+    break;
+  default: /* the responses */
+    tcp_on_resp(tc, kind, body, blen);
+    break;
+  }
+}

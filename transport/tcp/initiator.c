@@ -1,0 +1,181 @@
+/*
+ * The initiator of one-sided operations: remote reads, writes and atomics
+ * we ask of the peer. Each goes out as one request frame (a write's data
+ * right behind it) and waits in a FIFO for its response, since the peer
+ * answers in request order. A read's answer is not reassembled: after each
+ * chunk's header, its data streams straight into the destination.
+ */
+#include <string.h>
+
+#include "tcp.h"
+
+/* The event that answers a pending request of this kind. */
+static rmx_tp_ev_type_t pend_ev(const rd_t *rd)
+{
+  return rd->kind == TF_RD_REQ   ? RMX_TP_EV_READ
+         : rd->kind == TF_WR_REQ ? RMX_TP_EV_WRITE
+                                 : RMX_TP_EV_ATOMIC;
+}
+
+static rd_t *pend_new(rmx_tp_conn_t *tc, uint8_t kind, void *op)
+{
+  rd_t *rd = rec_get(&tc->tp->free_rd, &tc->tp->nfree_rd, sizeof(*rd));
+  if (!rd)
+    return NULL;
+  memset(rd, 0, sizeof(*rd));
+  rd->id = ++tc->rd_seq;
+  rd->kind = kind;
+  rd->op = op;
+  return rd;
+}
+
+/* A request that will be answered: its pending entry (*out, for the caller
+ * to complete: no answer comes before the loop runs again) and its frame,
+ * with a write's data (r->len bytes) after it. */
+static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *data, void *op,
+                     rd_t **out)
+{
+  if (tc->dead || tc->closing || tc->state != TC_UP)
+    return RMX_ENOTCONN;
+  rd_t *rd = pend_new(tc, kind, op);
+  wreq_t *w = rd ? tcp_wreq_get(tc, W_CTRL, NULL) : NULL;
+  if (!w) {
+    if (rd)
+      RD_PUT(tc->tp, rd);
+    return RMX_ENOMEM;
+  }
+  r->id = rd->id;
+  size_t head = tf_req_put(w->hdr, kind, r);
+  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)head),
+                      uv_buf_init((char *)(uintptr_t)data, (unsigned)r->len)};
+  int rc = tcp_write_bufs(tc, w, bufs, kind == TF_WR_REQ && r->len ? 2 : 1);
+  if (rc) {
+    RD_PUT(tc->tp, rd);
+    return rc;
+  }
+  rmx_list_push(&tc->rd_pending, &rd->link);
+  *out = rd;
+  return 0;
+}
+
+int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
+             uint64_t rkey, void *op)
+{
+  tf_req_t r = {.addr = raddr, .len = len, .key = rkey};
+  rd_t *rd;
+  (void)dst_mem; /* reads of any length: the answer comes in chunks */
+  int rc = pend_post(tc, TF_RD_REQ, &r, NULL, op, &rd);
+  if (rc == 0) {
+    rd->dst = dst;
+    rd->len = len;
+  }
+  return rc;
+}
+
+int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+              uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
+{
+  tf_req_t r = {.addr = raddr, .len = len, .key = rkey, .flags = imm ? 1 : 0,
+                .imm = imm ? *imm : 0};
+  rd_t *rd;
+  (void)src_mem;
+  if (len > TF_MAX_IO)
+    return RMX_EMSGSIZE;
+  return pend_post(tc, TF_WR_REQ, &r, src, op, &rd);
+}
+
+int tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+               uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
+{
+  tf_req_t r = {.addr = raddr, .key = rkey, .op = (uint32_t)kind, .cmp_add = cmp_add,
+                .swap = swap};
+  rd_t *rd;
+  int rc = pend_post(tc, TF_AT_REQ, &r, NULL, op, &rd);
+  if (rc == 0)
+    rd->old = old;
+  return rc;
+}
+
+static void pend_done(rmx_tp_conn_t *tc, rd_t *rd, int status)
+{
+  rmx_tp_ev_type_t t = pend_ev(rd);
+  void *op = rd->op;
+  rmx_list_del(&rd->link);
+  RD_PUT(tc->tp, rd);
+  tc_ev(tc, t, status, op, NULL, 0);
+}
+
+/* The oldest outstanding request, if it is of this kind. */
+static rd_t *pend_head(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
+{
+  if (rmx_list_empty(&tc->rd_pending))
+    return NULL;
+  rd_t *rd = rmx_container_of(tc->rd_pending.next, rd_t, link);
+  return rd->kind == kind && rd->id == id ? rd : NULL;
+}
+
+/* Reads still owed an answer complete now, before CLOSED. */
+void tcp_pend_cancel(rmx_tp_conn_t *tc)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&tc->rd_pending)) != NULL) {
+    rd_t *rd = rmx_container_of(n, rd_t, link);
+    if (tc->owner)
+      tc_ev(tc, pend_ev(rd), RMX_ECANCELED, rd->op, NULL, 0);
+    RD_PUT(tc->tp, rd);
+  }
+}
+
+/* A chunk of a read is in place; the read is done with its last. */
+static void rd_landed(rmx_tp_conn_t *tc)
+{
+  rd_t *rd = tc->sink.rd;
+  if (rd->got == rd->len)
+    pend_done(tc, rd, 0);
+}
+
+/* A read response: match it to the oldest read, then stream its data. A
+ * read is answered by one frame or more (chunks, in order); an error ends
+ * it at any point. */
+static void on_rd_resp(rmx_tp_conn_t *tc, const tf_resp_t *r, uint32_t blen)
+{
+  size_t dlen = blen - TF_RESP_SUB;
+  rd_t *rd = pend_head(tc, TF_RD_REQ, r->id);
+
+  if (!rd) {
+    tcp_proto_fail(tc, "read response for no outstanding read");
+    return;
+  }
+  if (r->status ? (dlen != 0 || r->status > 0) : (dlen > rd->len - rd->got || (!dlen && rd->len))) {
+    tcp_proto_fail(tc, "read response of the wrong length");
+    return;
+  }
+  if (r->status) {
+    pend_done(tc, rd, rmx_wire_status(r->status));
+    return;
+  }
+  tc->sink = (sink_t){.dst = rd->dst + rd->got, .left = dlen, .done = rd_landed, .rd = rd};
+  rd->got += dlen;
+  tcp_sink_start(tc);
+}
+
+/* A response: to the oldest outstanding request, or the peer is cut off. */
+void tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
+{
+  tf_resp_t r;
+  tf_resp_get(body, kind, &r);
+  if (kind == TF_RD_RESP) {
+    on_rd_resp(tc, &r, blen);
+    return;
+  }
+  rd_t *rd = pend_head(tc, kind == TF_WR_RESP ? TF_WR_REQ : TF_AT_REQ, r.id);
+  if (!rd) {
+    tcp_proto_fail(tc, kind == TF_WR_RESP ? "write response for no outstanding write"
+                                          : "atomic response for no outstanding atomic");
+    return;
+  }
+  int32_t st = rmx_wire_status(r.status);
+  if (kind == TF_AT_RESP && st == 0)
+    *rd->old = r.old;
+  pend_done(tc, rd, st);
+}

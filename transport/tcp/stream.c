@@ -1,0 +1,299 @@
+/*
+ * The byte stream of one TCP connection over its uv_tcp_t: frames handed
+ * to libuv write requests (or written at once with uv_try_write), the read
+ * buffer where frames are reassembled and parsed in place, payloads that
+ * stream from the socket straight to where they belong, and the socket's
+ * end. What a frame means is for the files above (tcp.h), reached through
+ * tp->up.
+ *
+ * Stream framing: u32 body length, u8 kind, u8 flags, u16 reserved, body.
+ * A peer that sends anything else is cut off; see docs/protocol.md.
+ */
+#include <string.h>
+
+#include "tcp.h"
+
+/* ---- closing ---- */
+
+static void tc_handle_closed(uv_handle_t *h)
+{
+  rmx_tp_conn_t *tc = h->data;
+  if (--tc->open_handles == 0)
+    tc->tp->up->closed(tc);
+}
+
+void tcp_conn_close(rmx_tp_conn_t *tc)
+{
+  if (tc->closing)
+    return;
+  tc->closing = 1;
+  if (tc->lst) {
+    rmx_list_del(&tc->lst_link);
+    tc->lst->npending--;
+    tc->lst = NULL;
+  }
+  uv_close((uv_handle_t *)&tc->timer, tc_handle_closed);
+  uv_close((uv_handle_t *)&tc->h, tc_handle_closed);
+}
+
+/* I/O is over for this connection: tell the owner once, or just close. */
+void tcp_fail(rmx_tp_conn_t *tc, int status)
+{
+  if (tc->dead || tc->closing)
+    return;
+  tc->dead = 1;
+  uv_read_stop((uv_stream_t *)&tc->h);
+  if (tc->owner)
+    tc_ev(tc, RMX_TP_EV_DISCONNECTED, status, NULL, NULL, 0);
+  else
+    tcp_conn_close(tc);
+}
+
+/* The peer's address for the log, or "?". */
+const char *tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
+{
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+  if (uv_tcp_getpeername(&tc->h, (struct sockaddr *)&ss, &len) != 0)
+    return "?";
+  return rmx__sa_str((struct sockaddr *)&ss, buf, size);
+}
+
+void tcp_proto_fail(rmx_tp_conn_t *tc, const char *why)
+{
+  char peer[80];
+  RMX_TP_LOG(tc->tp->env, ERROR, "tcp: closing connection with %s: %s",
+             tcp_peer(tc, peer, sizeof(peer)), why);
+  tcp_fail(tc, RMX_EPROTO);
+}
+
+/* ---- writing ---- */
+
+wreq_t *tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op)
+{
+  wreq_t *w = rec_get(&tc->tp->free_w, &tc->tp->nfree_w, sizeof(*w));
+  if (!w)
+    return NULL;
+  w->tc = tc;
+  w->op = op;
+  w->kind = kind;
+  w->data = w->last = 0;
+  return w;
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+  wreq_t *w = rmx_container_of(req, wreq_t, req);
+  rmx_tp_conn_t *tc = w->tc;
+  wkind_t kind = w->kind;
+  void *op = w->op;
+  int rc = rmx__uv_err(status);
+
+  uint8_t data = w->data, last = w->last;
+  W_PUT(tc->tp, w);
+  switch (kind) {
+  case W_RESP:
+    tc->tp->up->resp_written(tc, op, data, last, rc);
+    break;
+  case W_SEND:
+    tc_ev(tc, RMX_TP_EV_SEND, rc, op, NULL, 0);
+    break;
+  case W_HELLO_ACK:
+    tc->tp->up->acked(tc, rc);
+    break;
+  case W_REJECT:
+    tcp_conn_close(tc);
+    break;
+  case W_CTRL:
+    break;
+  }
+  if (rc && rc != RMX_ECANCELED && kind != W_REJECT)
+    tcp_fail(tc, rc);
+}
+
+int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
+{
+  int rc = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs, n, write_cb);
+  if (rc) {
+    W_PUT(tc->tp, w);
+    return rmx__uv_err(rc);
+  }
+  return 0;
+}
+
+/*
+ * Hand a frame to the socket, written at once where the socket takes it
+ * all: 1, and w is released. What the socket cannot take goes through
+ * uv_write (0), and its end comes through write_cb. An error: w released.
+ */
+int tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
+{
+  size_t total = 0, skip;
+  unsigned i = 0;
+  for (unsigned k = 0; k < n; k++)
+    total += bufs[k].len;
+  int r = uv_try_write((uv_stream_t *)&tc->h, bufs, n); /* EAGAIN while writes queue */
+  if (r == UV_EAGAIN)
+    r = 0;
+  if (r < 0) {
+    W_PUT(tc->tp, w);
+    return rmx__uv_err(r);
+  }
+  if ((size_t)r == total) {
+    W_PUT(tc->tp, w);
+    return 1;
+  }
+  for (skip = (size_t)r; skip >= bufs[i].len; i++)
+    skip -= bufs[i].len;
+  bufs[i].base += skip;
+  bufs[i].len -= skip;
+  return tcp_write_bufs(tc, w, bufs + i, n - i);
+}
+
+/* A frame whose body is small and lives in the request itself. */
+int tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
+                    size_t blen)
+{
+  wreq_t *w = tcp_wreq_get(tc, kind, NULL);
+  if (!w)
+    return RMX_ENOMEM;
+  uint8_t *b = blen <= TF_RDREQ_LEN ? w->hdr : NULL;
+  tf_hdr(w->hdr, (uint32_t)blen, fkind);
+  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, TF_HDR),
+                      uv_buf_init((char *)body, (unsigned)blen)};
+  if (b) {
+    memcpy(w->hdr + TF_HDR, body, blen);
+    bufs[0].len += blen;
+    return tcp_write_bufs(tc, w, bufs, 1);
+  }
+  /* Larger bodies (hellos) live in tc->hello, which outlives the write. */
+  return tcp_write_bufs(tc, w, bufs, 2);
+}
+
+int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
+{
+  uv_buf_t bufs[1 + RMX_TP_MAX_SGE];
+  size_t total = 0;
+
+  if (tc->dead || tc->closing || tc->state != TC_UP)
+    return RMX_ENOTCONN;
+  if (n < 1 || n > RMX_TP_MAX_SGE)
+    return RMX_EINVAL;
+  for (int i = 0; i < n; i++) {
+    bufs[1 + i] = uv_buf_init((char *)(uintptr_t)sge[i].addr, (unsigned)sge[i].len);
+    total += sge[i].len;
+  }
+  if (total > tc->max_frame)
+    return RMX_EMSGSIZE;
+  wreq_t *w = tcp_wreq_get(tc, W_SEND, op);
+  if (!w)
+    return RMX_ENOMEM;
+  tf_hdr(w->hdr, (uint32_t)total, TF_MSG);
+  bufs[0] = uv_buf_init((char *)w->hdr, TF_HDR);
+  return tcp_write_bufs(tc, w, bufs, (unsigned)n + 1);
+}
+
+/* ---- reading ---- */
+
+static void sink_done(rmx_tp_conn_t *tc)
+{
+  tc->sinking = 0;
+  tc->sink.done(tc);
+}
+
+/* Stream the payload tc->sink describes: take what the read buffer already
+ * holds, then the rest from the socket. */
+void tcp_sink_start(rmx_tp_conn_t *tc)
+{
+  sink_t *k = &tc->sink;
+  size_t have = tc->rlen - tc->rpos;
+  if (have > k->left)
+    have = k->left;
+  if (k->dst) {
+    memcpy(k->dst, tc->rbuf + tc->rpos, have);
+    k->dst += have;
+  }
+  tc->rpos += have;
+  k->left -= have;
+  tc->sinking = 1;
+  if (k->left == 0) {
+    sink_done(tc);
+    return;
+  }
+  tc->rpos = tc->rlen = 0; /* everything buffered was consumed */
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  rmx_tp_conn_t *tc = h->data;
+  (void)suggested;
+  if (tc->sinking) {
+    size_t left = tc->sink.left;
+    if (tc->sink.check)
+      tc->sink.check(tc);
+    if (tc->sink.dst) {
+      buf->base = (char *)tc->sink.dst;
+      buf->len = left > TF_MAX_IO ? TF_MAX_IO : left;
+    } else { /* discarding: the read buffer is empty and free to scribble on */
+      buf->base = (char *)tc->rbuf;
+      buf->len = left < tc->rcap ? left : tc->rcap;
+    }
+    return;
+  }
+  if (tc->rpos) { /* keep the partial frame at the front */
+    memmove(tc->rbuf, tc->rbuf + tc->rpos, tc->rlen - tc->rpos);
+    tc->rlen -= tc->rpos;
+    tc->rpos = 0;
+  }
+  buf->base = (char *)tc->rbuf + tc->rlen;
+  buf->len = tc->rcap - tc->rlen;
+}
+
+static void parse(rmx_tp_conn_t *tc)
+{
+  while (!tc->closing && !tc->dead && !tc->sinking) {
+    size_t avail = tc->rlen - tc->rpos;
+    if (avail < TF_HDR)
+      break;
+    const uint8_t *p = tc->rbuf + tc->rpos;
+    uint32_t blen;
+    uint8_t kind;
+    const char *why = tf_check(p, tc->state, tc->max_frame, &kind, &blen);
+    if (why) {
+      tcp_proto_fail(tc, why);
+      return;
+    }
+    size_t head = TF_HDR + tf_buffered(kind, blen); /* a payload that streams: its sink takes it */
+    if (avail < head)
+      break;
+    tc->rpos += head;
+    tc->tp->up->frame(tc, kind, p + TF_HDR, blen);
+  }
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+  rmx_tp_conn_t *tc = s->data;
+  (void)buf;
+  if (nread < 0) {
+    tcp_fail(tc, nread == UV_EOF ? RMX_ECONNRESET : rmx__uv_err((int)nread));
+    return;
+  }
+  if (tc->sinking) {
+    if (tc->sink.dst)
+      tc->sink.dst += nread;
+    tc->sink.left -= (size_t)nread;
+    if (tc->sink.left == 0) {
+      sink_done(tc);
+      parse(tc); /* nothing is buffered, but keep the shape */
+    }
+    return;
+  }
+  tc->rlen += (size_t)nread;
+  parse(tc);
+}
+
+int tcp_read_start(rmx_tp_conn_t *tc)
+{
+  return uv_read_start((uv_stream_t *)&tc->h, alloc_cb, read_cb);
+}

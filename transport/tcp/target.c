@@ -1,0 +1,347 @@
+/*
+ * The one-sided target: remote reads, writes and atomics a peer asks of
+ * us, served from registered memory after checking the key, the scope,
+ * the bounds and the rights.
+ *
+ * The target never sends memory it no longer owns. A read is answered in
+ * chunks written straight from the registered memory (no copy), a few at a
+ * time, each after checking the registration still stands. Deregistering
+ * memory while a chunk of it is in the socket's queue shuts the socket's
+ * write side at once (the kernel then never reads that memory again) and
+ * ends the connection: a peer that sends the FIN of a rendezvous before it
+ * has read the message, so that the sender frees the buffer, only cuts
+ * itself off. A write streams into place only while its registration
+ * lives. Requests a peer may have outstanding here are bounded
+ * (rma_window); past that the peer is cut off.
+ */
+#include <string.h>
+#include <sys/socket.h>
+
+#include "tcp.h"
+
+#define TF_CHUNKS_OUT 4 /* read response frames queued at once per connection */
+
+/* ---- registrations ---- */
+
+rmx_tp_mem_t *tcp_mem_find(rmx_tp_t *tp, uint64_t key)
+{
+  rmx_list_t *head = &tp->mem[key % MEM_BUCKETS], *n;
+  rmx_list_foreach(n, head) {
+    rmx_tp_mem_t *m = rmx_container_of(n, rmx_tp_mem_t, link);
+    if (m->key == key)
+      return m;
+  }
+  return NULL;
+}
+
+static void mem_use(rmx_tp_mem_t *m) { m->uses++; }
+
+static void mem_unuse(rmx_tp_mem_t *m)
+{
+  if (--m->uses == 0 && m->dead)
+    free(m);
+}
+
+/* ---- the target checks everything first ---- */
+
+static void refused(rmx_tp_conn_t *tc, const char *what, uint64_t len, uint64_t addr, int status)
+{
+  uint32_t held;
+  if (tc->tp->env->cfg->log_level >= RMX_LOG_WARN &&
+      rmx__ratelimit(&tc->tp->rl_refused, uv_now(tc->tp->loop), &held))
+    rmx__log(RMX_LOG_WARN,
+             "tcp: refused a remote %s of %llu bytes at 0x%llx: %s (%u more refusals not logged)",
+             what, (unsigned long long)len, (unsigned long long)addr, rmx_strerror(status), held);
+}
+
+/* The registration a request may use, or NULL with *status set. */
+static rmx_tp_mem_t *check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr, uint64_t len,
+                                  unsigned need, const char *what, int32_t *status)
+{
+  rmx_tp_mem_t *m = tcp_mem_find(tc->tp, key);
+  *status = 0;
+  if (!m || (m->scope && m->scope != tc->serial) || !(m->access & need) || addr < m->addr ||
+      len > m->len || addr - m->addr > m->len - len)
+    *status = RMX_EACCES;
+  if (*status) {
+    refused(tc, what, len, addr, *status);
+    return NULL;
+  }
+  return m;
+}
+
+/* A new request to serve, if the peer keeps to the window. */
+static srv_t *srv_new(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
+{
+  if (tc->nsrv >= tc->tp->env->cfg->rma_window) {
+    tcp_proto_fail(tc, "more remote requests outstanding than the window allows");
+    return NULL;
+  }
+  srv_t *sv = rec_get(&tc->tp->free_srv, &tc->tp->nfree_srv, sizeof(*sv));
+  if (!sv) {
+    tcp_fail(tc, RMX_ENOMEM);
+    return NULL;
+  }
+  memset(sv, 0, sizeof(*sv));
+  sv->kind = kind;
+  sv->id = id;
+  sv->ready = 1;
+  rmx_list_push(&tc->srvq, &sv->link);
+  tc->nsrv++;
+  return sv;
+}
+
+static void srv_free(rmx_tp_conn_t *tc, srv_t *sv)
+{
+  if (sv->m)
+    mem_unuse(sv->m);
+  tc->nsrv--;
+  rec_put(&tc->tp->free_srv, &tc->tp->nfree_srv, &sv->link);
+}
+
+/* The connection is being freed: requests we were serving go (their writes
+ * were cancelled with the handle), and so does a streaming write's use. */
+void tcp_target_drop(rmx_tp_conn_t *tc)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&tc->srvq)) != NULL)
+    srv_free(tc, rmx_container_of(n, srv_t, link));
+  while ((n = rmx_list_pop(&tc->srv_sent)) != NULL)
+    srv_free(tc, rmx_container_of(n, srv_t, link));
+  if (tc->sink.m)
+    mem_unuse(tc->sink.m);
+}
+
+/* ---- answers ---- */
+
+/* A response frame is in the socket: its chunk no longer reads the memory,
+ * and with its last frame the request leaves the window. */
+static void resp_done(rmx_tp_conn_t *tc, srv_t *sv, int data, int last)
+{
+  if (data) {
+    tc->chunks_out--;
+    sv->inflight--;
+  }
+  if (last) {
+    rmx_list_del(&sv->link);
+    srv_free(tc, sv);
+  }
+}
+
+/*
+ * Write answers in request order. A read's data goes a chunk at a time,
+ * straight from the registered memory, after checking the registration
+ * still stands; deregistered before a chunk went, the rest of the read is
+ * refused with RMX_EACCES (see tcp_mem_dereg for chunks already queued).
+ *
+ * A frame written at once (the usual case) is done here and now, not a
+ * loop turn later when libuv would call back: the peer counts a request
+ * until the response arrives, so the target must not count it longer, or
+ * a peer that keeps the window could be cut off. What the socket cannot
+ * take is done in tcp_resp_written.
+ */
+static void srv_pump(rmx_tp_conn_t *tc)
+{
+  rmx_list_t *n;
+  while (tc->chunks_out < TF_CHUNKS_OUT && !tc->dead && !tc->closing && !tc->cut &&
+         (n = tc->srvq.next) != &tc->srvq) {
+    srv_t *sv = rmx_container_of(n, srv_t, link);
+    size_t chunk = 0;
+    if (!sv->ready)
+      return; /* a write whose data is still arriving */
+    if (sv->kind == TF_RD_RESP && sv->status == 0 && sv->m->dead) {
+      sv->status = RMX_EACCES;
+      refused(tc, "read (deregistered while read)", sv->left, sv->addr, sv->status);
+    }
+    if (sv->kind == TF_RD_RESP && sv->status == 0)
+      chunk = sv->left < TF_CHUNK ? sv->left : TF_CHUNK;
+    wreq_t *w = tcp_wreq_get(tc, W_RESP, sv);
+    if (!w) {
+      tcp_fail(tc, RMX_ENOMEM);
+      return;
+    }
+    tf_resp_t r = {.id = sv->id, .status = sv->status, .old = sv->old};
+    size_t head = tf_resp_put(w->hdr, sv->kind, &r, chunk);
+    uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)head),
+                        uv_buf_init((char *)sv->addr, (unsigned)chunk)};
+    if (chunk) {
+      sv->addr += chunk;
+      sv->left -= chunk;
+      sv->inflight++;
+      tc->chunks_out++;
+      w->data = 1;
+    }
+    w->last = sv->kind != TF_RD_RESP || sv->status || sv->left == 0;
+    if (w->last) { /* counted until this write completes */
+      rmx_list_del(&sv->link);
+      rmx_list_push(&tc->srv_sent, &sv->link);
+    }
+    int data = w->data, last = w->last;
+    int rc = tcp_write_now(tc, w, bufs, chunk ? 2 : 1);
+    if (rc == 1) {
+      resp_done(tc, sv, data, last);
+    } else if (rc) {
+      if (chunk) {
+        sv->inflight--;
+        tc->chunks_out--;
+      }
+      tcp_fail(tc, rc);
+      return;
+    }
+  }
+}
+
+void tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int status)
+{
+  resp_done(tc, op, data, last);
+  if (status == 0)
+    srv_pump(tc);
+}
+
+/* ---- deregistration while served ---- */
+
+/* Does tc have data of m queued in its socket? */
+int tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m)
+{
+  rmx_list_t *lists[2] = {&tc->srvq, &tc->srv_sent}, *n;
+  for (int i = 0; i < 2; i++)
+    rmx_list_foreach(n, lists[i]) {
+      srv_t *sv = rmx_container_of(n, srv_t, link);
+      if (sv->m == m && sv->inflight)
+        return 1;
+    }
+  return 0;
+}
+
+static void cut_cb(uv_timer_t *t) { tcp_fail(t->data, RMX_EACCES); }
+
+/* Memory whose data tc's socket still has queued is going away: shut the
+ * write side now, so no write reads it again (they fail with EPIPE, which
+ * the library's SIGPIPE setting makes harmless), and end the connection
+ * from the loop (not from inside mem_dereg). */
+void tcp_cut_writes(rmx_tp_conn_t *tc)
+{
+  uv_os_fd_t fd;
+  char peer[80];
+  if (tc->cut || tc->closing)
+    return;
+  tc->cut = 1;
+  if (uv_fileno((uv_handle_t *)&tc->h, &fd) == 0)
+    shutdown(fd, SHUT_WR);
+  RMX_TP_LOG(tc->tp->env, WARN, "tcp: memory %s was reading was released while its data was being "
+          "sent (a rendezvous FIN before the data arrived?): closing the connection",
+          tcp_peer(tc, peer, sizeof(peer)));
+  uv_timer_start(&tc->timer, cut_cb, 0, 0);
+}
+
+/* ---- requests ---- */
+
+static void serve_read(rmx_tp_conn_t *tc, const tf_req_t *r)
+{
+  srv_t *sv = srv_new(tc, TF_RD_RESP, r->id);
+  if (!sv)
+    return;
+  rmx_tp_mem_t *m = check_access(tc, r->key, r->addr, r->len, RMX_TP_ACC_REMOTE_READ, "read",
+                                 &sv->status);
+  if (m) {
+    mem_use(m);
+    sv->m = m;
+    sv->addr = (uintptr_t)r->addr;
+    sv->left = r->len;
+  }
+  srv_pump(tc);
+}
+
+static void serve_atomic(rmx_tp_conn_t *tc, const tf_req_t *r)
+{
+  uint64_t old = 0;
+  if (r->pad != 0) {
+    tcp_proto_fail(tc, "malformed atomic request");
+    return;
+  }
+  srv_t *sv = srv_new(tc, TF_AT_RESP, r->id);
+  if (!sv)
+    return;
+  rmx_tp_mem_t *m = check_access(tc, r->key, r->addr, 8, RMX_TP_ACC_REMOTE_ATOMIC, "atomic",
+                                 &sv->status);
+  if (m && (r->addr % 8 || r->op > RMX_TP_CSWAP))
+    sv->status = RMX_EINVAL;
+  if (m && sv->status == 0) {
+    uint64_t *word = (uint64_t *)(uintptr_t)r->addr;
+    if (r->op == RMX_TP_FADD) {
+      old = __atomic_fetch_add(word, r->cmp_add, __ATOMIC_SEQ_CST);
+    } else {
+      old = r->cmp_add;
+      __atomic_compare_exchange_n(word, &old, r->swap, 0, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_SEQ_CST); /* old: the value found either way */
+    }
+  }
+  sv->old = old;
+  srv_pump(tc);
+}
+
+/* A write landed (or was refused and skipped): answer, then tell the core. */
+static void write_landed(rmx_tp_conn_t *tc)
+{
+  sink_t *k = &tc->sink;
+  srv_t *sv = k->srv;
+  if (k->m) {
+    mem_unuse(k->m);
+    k->m = NULL;
+  }
+  int32_t status = sv->status; /* the pump may answer and free sv */
+  sv->ready = 1;
+  srv_pump(tc);
+  if (k->has_imm && tc->owner && !tc->dead && !tc->closing) {
+    /* refused too: the writer spent one of our receive credits on it */
+    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .status = status, .imm = k->imm,
+                      .len = k->total};
+    tc->tp->env->event(tc->owner, &ev);
+  }
+}
+
+/* A write into memory deregistered meanwhile: the rest goes nowhere and
+ * the writer is told. */
+static void write_check(rmx_tp_conn_t *tc)
+{
+  sink_t *k = &tc->sink;
+  if (k->m && k->m->dead && k->dst) {
+    k->dst = NULL;
+    k->srv->status = RMX_EACCES;
+    refused(tc, "write (deregistered while written)", k->left, 0, RMX_EACCES);
+  }
+}
+
+/* A write request: check, then stream its data into place, or nowhere. */
+static void serve_write(rmx_tp_conn_t *tc, const tf_req_t *r, uint32_t blen)
+{
+  if (r->len != blen - TF_WRREQ_SUB || (r->flags & ~1u)) {
+    tcp_proto_fail(tc, "malformed write request");
+    return;
+  }
+  srv_t *sv = srv_new(tc, TF_WR_RESP, r->id);
+  if (!sv)
+    return;
+  sv->ready = 0;
+  rmx_tp_mem_t *m = check_access(tc, r->key, r->addr, r->len, RMX_TP_ACC_REMOTE_WRITE, "write",
+                                 &sv->status);
+  if (m)
+    mem_use(m);
+  tc->sink = (sink_t){.dst = m ? (uint8_t *)(uintptr_t)r->addr : NULL, .left = r->len,
+                      .check = write_check, .done = write_landed, .srv = sv, .m = m,
+                      .has_imm = r->flags & 1, .imm = r->imm, .total = r->len};
+  tcp_sink_start(tc);
+}
+
+/* A request from the peer, whom the core has accepted. */
+void tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
+{
+  tf_req_t r;
+  tf_req_get(body, kind, &r);
+  if (kind == TF_RD_REQ)
+    serve_read(tc, &r);
+  else if (kind == TF_WR_REQ)
+    serve_write(tc, &r, blen);
+  else
+    serve_atomic(tc, &r);
+}

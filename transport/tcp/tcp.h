@@ -1,0 +1,246 @@
+/*
+ * The TCP transport's own header: the objects its files share and the few
+ * functions one of them calls in another. The files, bottom up; each calls
+ * only files below it:
+ *
+ *   frame.c      the stream framing: header checks and body codecs (pure)
+ *   stream.c     the byte stream of a connection over its uv_tcp_t: writes,
+ *                the read buffer, frame reassembly, payloads streamed into
+ *                place, and the socket's end (fail, close)
+ *   initiator.c  remote reads, writes and atomics we ask of the peer
+ *   target.c     the peer's requests, served from registered memory
+ *   conn.c       connections: the handshake, states, timers, frames handed
+ *                to the initiator and the target
+ *   tcp.c        the instance: listeners, registrations, the ops table
+ *
+ * The stream reaches the files above it only through tp->up, which tcp.c
+ * fills in.
+ */
+#ifndef RMX_TCP_H
+#define RMX_TCP_H
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <uv.h>
+
+#include "../transport.h"
+#include "frame.h"
+
+#define FREE_KEEP 256 /* request records kept for reuse */
+#define MEM_BUCKETS 1024
+
+typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT, W_RESP } wkind_t;
+
+typedef struct wreq {
+  rmx_list_t link; /* first, as in rd_t and srv_t: see rec_get */
+  uv_write_t req;
+  rmx_tp_conn_t *tc;
+  void *op;         /* W_SEND: the core's op; W_RESP: the srv_t answered */
+  wkind_t kind;
+  uint8_t data;     /* W_RESP: carries data from registered memory */
+  uint8_t last;     /* W_RESP: the answer's final frame */
+  uint8_t hdr[TF_HDR + TF_ATREQ_LEN];
+} wreq_t;
+
+/* A peer's request we serve. Answers go out in request order, one frame
+ * at a time for reads; the record counts against the window until its
+ * final frame is written. */
+typedef struct srv {
+  rmx_list_t link;    /* srvq until the final frame is written, then srv_sent */
+  uint8_t kind;       /* the answer: TF_RD_RESP, TF_WR_RESP, TF_AT_RESP */
+  uint8_t ready;      /* writes: the data has landed or been skipped */
+  uint64_t id;
+  int32_t status;
+  rmx_tp_mem_t *m;    /* reads: the memory (a use is held) */
+  uintptr_t addr;     /* reads: next byte to send */
+  size_t left;        /* reads: bytes not yet sent */
+  uint64_t old;       /* atomics */
+  uint32_t inflight;  /* reads: chunks handed to the socket, not yet written */
+} srv_t;
+
+/* A remote operation we asked for, waiting for its response. The peer
+ * answers in request order, so these form a FIFO. */
+typedef struct rd {
+  rmx_list_t link;
+  uint64_t id;
+  uint8_t kind; /* TF_RD_REQ, TF_WR_REQ, TF_AT_REQ */
+  uint8_t *dst; /* reads: destination */
+  size_t len;
+  size_t got;   /* reads: bytes arrived so far */
+  uint64_t *old; /* atomics: where the old value goes */
+  void *op;
+} rd_t;
+
+/* A payload streaming from the socket straight to where it belongs: a read
+ * response into its destination, a write request into registered memory,
+ * or a refused write into nowhere. Whoever starts it says what follows. */
+typedef struct sink {
+  uint8_t *dst;   /* NULL: discard */
+  size_t left;
+  void (*check)(rmx_tp_conn_t *tc); /* or NULL: before each socket read */
+  void (*done)(rmx_tp_conn_t *tc);  /* the whole payload is in */
+  rd_t *rd;       /* a read response */
+  srv_t *srv;     /* a write request: its answer */
+  rmx_tp_mem_t *m; /* a write request into memory: a use is held */
+  int has_imm;
+  uint32_t imm;
+  size_t total;
+} sink_t;
+
+struct rmx_tp_mem {
+  rmx_list_t link; /* in its key bucket while registered */
+  rmx_tp_t *tp;
+  uint64_t key;    /* 64 random bits */
+  uintptr_t addr;
+  size_t len;
+  unsigned access;
+  uint64_t scope;  /* the one connection (serial) that may use it; 0: any */
+  uint32_t uses;   /* remote reads and writes in progress */
+  uint8_t dead;    /* deregistered: freed when the last use ends */
+};
+
+/* What the stream asks of the files above it. */
+typedef struct tcp_up {
+  /* A frame arrived, its body buffered as far as tf_buffered says and
+   * already consumed from the read buffer. */
+  void (*frame)(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+  /* Our HELLO_ACK was written, or failed. */
+  void (*acked)(rmx_tp_conn_t *tc, int status);
+  /* A response frame uv_write took was written, or failed. */
+  void (*resp_written)(rmx_tp_conn_t *tc, void *op, int data, int last, int status);
+  /* Both handles of the connection are closed. */
+  void (*closed)(rmx_tp_conn_t *tc);
+} tcp_up_t;
+
+struct rmx_tp {
+  const rmx_tp_env_t *env;
+  uv_loop_t *loop;
+  const tcp_up_t *up;
+  rmx_list_t free_w, free_rd, free_srv;
+  uint32_t nfree_w, nfree_rd, nfree_srv;
+  rmx_list_t mem[MEM_BUCKETS];
+  rmx_list_t conns; /* every rmx_tp_conn_t not yet freed */
+  uint64_t next_serial;
+  uint32_t live; /* listeners and connections not yet freed */
+  int finishing, warn;
+  rmx__ratelimit_t rl_refused, rl_handshakes;
+};
+
+struct rmx_tp_listener {
+  uv_tcp_t h;
+  rmx_tp_t *tp;
+  void *owner;
+  rmx_list_t pending; /* accepted sockets still before their HELLO */
+  uint32_t npending;
+};
+
+struct rmx_tp_conn {
+  uv_tcp_t h;
+  uv_timer_t timer;
+  uv_connect_t creq;
+  rmx_tp_t *tp;
+  void *owner;
+  rmx_tp_listener_t *lst; /* passive, before HELLO */
+  rmx_list_t lst_link;
+  tc_state_t state;
+  uint8_t passive, established, dead, closing;
+  uint8_t open_handles;
+  uint8_t hello[TF_HELLO_MAX];
+  size_t hello_len;
+  uint8_t *rbuf;
+  size_t rcap, rlen, rpos;
+  sink_t sink;
+  int sinking;
+  rmx_list_t rd_pending;
+  uint64_t rd_seq;
+  size_t max_frame;
+  uint64_t serial;     /* names this connection in registration scopes */
+  rmx_list_t srvq;     /* requests served, answers not yet fully written */
+  rmx_list_t srv_sent; /* answers written, writes not yet complete */
+  uint32_t nsrv;       /* both: counts against the window */
+  uint32_t chunks_out;  /* read answer chunks handed to the socket */
+  uint8_t ready;       /* the core accepted the peer: serve its requests */
+  uint8_t cut;         /* write side shut: memory it wrote from was released */
+  rmx_list_t tp_link;  /* in tp->conns */
+};
+
+static inline void tc_ev(rmx_tp_conn_t *tc, rmx_tp_ev_type_t t, int status, void *op,
+                         const void *data, size_t len)
+{
+  rmx_tp_ev_t ev = {.type = t, .status = status, .op = op, .data = data, .len = len};
+  tc->tp->env->event(tc->owner, &ev);
+}
+
+/* Records are reused, but only so many are kept: a burst a peer caused
+ * does not stay allocated after it. */
+static inline void *rec_get(rmx_list_t *pool, uint32_t *nfree, size_t size)
+{
+  rmx_list_t *n = rmx_list_pop(pool);
+  if (!n)
+    return malloc(size);
+  (*nfree)--;
+  return n;
+}
+
+static inline void rec_put(rmx_list_t *pool, uint32_t *nfree, rmx_list_t *link)
+{
+  if (*nfree >= FREE_KEEP) {
+    free(link);
+    return;
+  }
+  rmx_list_push(pool, link);
+  (*nfree)++;
+}
+
+/* link is the first member of wreq_t, rd_t and srv_t: the record itself. */
+_Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
+               offsetof(srv_t, link) == 0, "records start with their link");
+#define W_PUT(tp, w) rec_put(&(tp)->free_w, &(tp)->nfree_w, &(w)->link)
+#define RD_PUT(tp, r) rec_put(&(tp)->free_rd, &(tp)->nfree_rd, &(r)->link)
+
+/* stream.c */
+void tcp_conn_close(rmx_tp_conn_t *tc);
+void tcp_fail(rmx_tp_conn_t *tc, int status);
+void tcp_proto_fail(rmx_tp_conn_t *tc, const char *why);
+const char *tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size);
+wreq_t *tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op);
+int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
+int tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
+int tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
+                    size_t blen);
+int tcp_read_start(rmx_tp_conn_t *tc);
+void tcp_sink_start(rmx_tp_conn_t *tc);
+int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
+
+/* initiator.c */
+int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
+             uint64_t rkey, void *op);
+int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+              uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
+int tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+               uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
+void tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+void tcp_pend_cancel(rmx_tp_conn_t *tc);
+
+/* target.c */
+rmx_tp_mem_t *tcp_mem_find(rmx_tp_t *tp, uint64_t key);
+void tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+void tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int status);
+int tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m);
+void tcp_cut_writes(rmx_tp_conn_t *tc);
+void tcp_target_drop(rmx_tp_conn_t *tc);
+
+/* conn.c */
+rmx_tp_conn_t *tcp_conn_new(rmx_tp_t *tp);
+void tcp_conn_free(rmx_tp_conn_t *tc);
+void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+void tcp_conn_acked(rmx_tp_conn_t *tc, int status);
+int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
+                void *owner, rmx_tp_conn_t **out);
+int tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len);
+void tcp_reject(rmx_tp_conn_t *tc, int status);
+void tcp_ready(rmx_tp_conn_t *tc);
+void tcp_flush(rmx_tp_conn_t *tc);
+unsigned tcp_caps(rmx_tp_conn_t *tc);
+
+#endif
