@@ -17,10 +17,12 @@
  *   from the event loop (libuv callbacks), never synchronously. Exception:
  *   close() may be called from inside an event handler and must cope.
  * - Every send/read/write/atomic posted with success is reported exactly
- *   once through env->event (RMX_TP_EV_SEND / READ / WRITE / ATOMIC), with
- *   an error status when the connection is closed or dies, and before
- *   RMX_TP_EV_CLOSED. An op that returns an error was not posted and is
- *   never reported.
+ *   once through env->event (RMX_TP_EV_SEND / READ / WRITE / ATOMIC), and
+ *   before RMX_TP_EV_CLOSED. After DISCONNECTED, what is still posted may
+ *   complete either way until close(): sends already queued on a TCP socket
+ *   can still succeed, and at close() the rest fail with RMX_ECANCELED (the
+ *   core reports the connection's error for them). An op that returns an
+ *   error was not posted and is never reported.
  * - Ops a transport lacks are stubs returning RMX_ENOTSUP, never NULL.
  * - Errors are converted to RMX_E* at the transport edge.
  * - Memory named by an op (sge, dst, src, old) belongs to the caller and
@@ -139,20 +141,22 @@ typedef struct rmx_tp_ops {
   void (*fini)(rmx_tp_t *tp);
 
   /* Bind and listen on sa. Incoming peers go to env->incoming(owner, ...).
-   * Errors: RMX_EADDRINUSE, RMX_EADDRNOTAVAIL, RMX_EACCES, RMX_ENODEV (no
-   * device on that address), RMX_ENOMEM, RMX_EIO. */
+   * Errors: RMX_EADDRINUSE, RMX_EADDRNOTAVAIL, RMX_EACCES, RMX_EINVAL,
+   * RMX_ENODEV (verbs: no device on that address), RMX_ENOMEM, RMX_EIO. */
   int (*listen)(rmx_tp_t *tp, const struct sockaddr *sa, void *owner, rmx_tp_listener_t **out);
   /* The bound address (the port chosen when sa asked for port 0). */
   int (*listen_addr)(rmx_tp_listener_t *l, struct sockaddr_storage *ss);
   /* Stop listening and free; no further incoming calls. Peers whose
-   * request is not answered yet are refused. */
+   * request is not answered yet are dropped (TCP: their connect reports
+   * RMX_ECONNRESET; verbs: a reject). */
   void (*listen_close)(rmx_tp_listener_t *l);
 
   /* Start connecting to sa; hello (at most hello_max bytes) is copied.
    * ESTABLISHED (with the peer's hello) or DISCONNECTED follows, from the
    * loop. May block briefly on the local kernel (verbs resolves a route).
-   * Errors (nothing follows): RMX_EINVAL (hello too long), RMX_ENOMEM,
-   * RMX_ENODEV, RMX_EIO. */
+   * Errors (nothing follows): RMX_EINVAL (hello too long, bad address),
+   * RMX_ENOMEM, RMX_ENODEV, RMX_ENETUNREACH, RMX_EADDRNOTAVAIL, RMX_EACCES,
+   * RMX_EIO. */
   int (*connect)(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
                  void *owner, rmx_tp_conn_t **out);
   /* Answer an incoming request (inside env->incoming) with our hello;
@@ -168,26 +172,33 @@ typedef struct rmx_tp_ops {
 
   /* Send one frame gathered from sge[0..n) (n <= RMX_TP_MAX_SGE). The
    * memory stays the caller's until the SEND event. A transport may hold
-   * posted work until flush(). Errors (not posted): RMX_EAGAIN (the send
-   * queue is full: try again after a completion), RMX_ENOTCONN (not
-   * established or going down), RMX_EMSGSIZE (longer than the peer's
-   * receive buffer), RMX_EINVAL (an unregistered element where the
-   * transport needs registration). */
+   * posted work until flush(). Errors (not posted): RMX_EAGAIN (verbs: the
+   * send queue is full: try again after a completion; TCP queues without
+   * bound), RMX_ENOTCONN (not established or going down), RMX_EMSGSIZE
+   * (longer than a receive buffer: TCP checks this side's eager size, verbs
+   * the negotiated one), RMX_EINVAL (n outside 1..RMX_TP_MAX_SGE, or an
+   * unregistered element where the transport needs registration),
+   * RMX_ENOMEM. */
   int (*send)(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
   /* Read len (<= max_io) bytes at the peer's raddr (key rkey) into dst;
    * dst_mem is its registration (required with RMX_TP_F_LOCAL_REG). The
-   * READ event's status says whether the peer allowed it (RMX_EACCES).
-   * Errors as for send. */
+   * READ event's status says whether the peer allowed it (RMX_EACCES);
+   * RMX_ECANCELED when the target cut the connection because the memory
+   * was released under the answer. Errors as for send. TCP takes reads of
+   * any length (the answer comes in chunks); verbs splits at the device's
+   * largest message. */
   int (*read)(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
               uint64_t raddr, uint64_t rkey, void *op);
   /* Write len (<= max_io) bytes from src at the peer's raddr. With imm
    * non-NULL the peer gets an IMM event after the data, and one of its
-   * receive buffers is used. Errors as for send. */
+   * receive buffers is used. Errors as for send, and RMX_EMSGSIZE for
+   * len > max_io. */
   int (*write)(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
                uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
-  /* An 8-byte atomic at raddr (8-byte aligned); *old is written before the
-   * ATOMIC event. Errors as for send, and RMX_ENOTSUP where the device has
-   * no atomics. */
+  /* An 8-byte atomic at raddr (8-byte aligned); *old is written before an
+   * ATOMIC event of status 0. Errors as for send, and RMX_ENOTSUP where the
+   * device has no atomics; a misaligned raddr is refused by the target
+   * (RMX_EINVAL in the event on TCP, a remote error on verbs). */
   int (*atomic)(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
                 uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
   /* RMX_TP_CAP_* of an established connection. */
@@ -212,8 +223,9 @@ typedef struct rmx_tp_ops {
    * the memory again and no new remote access starts. Local ops posted
    * with it must have completed (the core keeps that). A remote operation
    * in progress on it fails at its initiator (TCP: RMX_EACCES, the
-   * connection stays; a TCP answer still queued on a socket cuts that
-   * connection; verbs: a remote access error, which ends that
+   * connection stays; a TCP read answer still queued on a socket cuts that
+   * connection: the initiator's READ fails with RMX_ECANCELED and it sees
+   * RMX_ECONNRESET; verbs: a remote access error, which ends that
    * connection). Never blocks on a peer. */
   void (*mem_dereg)(rmx_tp_mem_t *m);
   /* The key a peer names this registration by (valid until mem_dereg). */
