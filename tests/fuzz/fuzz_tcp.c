@@ -1,6 +1,6 @@
 /*
  * The TCP transport's stream parser, and the core behind it, through the
- * public API only (the parser is static in transport/tcp/tcp.c). One server
+ * public API only (the parser is transport/tcp/stream.c). One server
  * context listens on 127.0.0.1; each input goes into a fresh plain socket
  * connected to it.
  *
