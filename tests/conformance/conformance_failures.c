@@ -1,0 +1,218 @@
+/*
+ * Conformance, failures: connects that cannot succeed, closes in the middle
+ * of things, and peers in other processes that are killed.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "conformance.h"
+
+void connect_to_closed_port_fails(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  server_start(ctx, &s, 0);
+  rmx_listener_close(s.l); /* nobody listens there any more */
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, RMX_ECONNREFUSED);
+  assert_int_equal(rmx_send(cl.c, "x", 1, cl_sent, &cl), RMX_ENOTCONN);
+  client_close(ctx, &cl);
+  assert_int_equal(cl.connected, 1);
+  assert_int_equal(cl.disconnects, 0);
+  ctx_done(ctx);
+}
+
+void bad_uris_are_refused(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  rmx_conn_t *c = NULL;
+  rmx_listener_t *l = NULL;
+  assert_int_equal(rmx_connect(ctx, "nonsense", cl_connected, NULL, &c), RMX_EINVAL);
+  assert_int_equal(rmx_connect(ctx, "ftp://127.0.0.1:1", cl_connected, NULL, &c), RMX_EINVAL);
+  assert_int_equal(rmx_listen(ctx, "tcp://127.0.0.1:99999", srv_accept, NULL, &l), RMX_EINVAL);
+  assert_null(c);
+  assert_null(l);
+  ctx_done(ctx);
+}
+
+void unresolvable_host_fails(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  client_t cl;
+  char uri[128];
+  snprintf(uri, sizeof(uri), "%s://no-such-host.invalid:7471", scheme);
+  client_connect(ctx, &cl, uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, RMX_ENORESOLVE);
+  client_close(ctx, &cl);
+  ctx_done(ctx);
+}
+
+void close_while_connecting(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  server_start(ctx, &s, 0);
+  client_connect(ctx, &cl, s.uri);
+  assert_int_equal(rmx_conn_close(cl.c, cl_closed, &cl), 0);
+  run_until(ctx, &cl.closed, 1);
+  assert_int_equal(cl.connected, 1); /* on_connected still ran, once, first */
+  assert_int_equal(cl.connect_status, RMX_ECANCELED);
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}
+
+/* Sends queued when the connection closes: each callback once, then
+ * on_closed; the peer gets exactly the ones that completed. */
+void close_with_pending_sends(void **state)
+{
+  enum { N = 1000 };
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  server_start(ctx, &s, 0);
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  run_until(ctx, &s.accepted, 1);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(rmx_send(cl.c, "abcdefgh", 8, cl_sent, &cl), 0);
+  assert_int_equal(rmx_conn_close(cl.c, cl_closed, &cl), 0);
+  assert_int_equal(rmx_send(cl.c, "x", 1, cl_sent, &cl), RMX_ENOTCONN);
+  assert_int_equal(cl.sent_ok + cl.sent_err, 0); /* nothing inside the calls */
+  run_until(ctx, &cl.closed, 1);
+  assert_int_equal(cl.sent_ok + cl.sent_err, N);
+  if (cl.sent_err)
+    assert_int_equal(cl.last_err, RMX_ECANCELED);
+  run_until(ctx, &s.disconnects, 1);
+  assert_int_equal(s.last_disconnect, 0);
+  assert_int_equal(s.recvs, cl.sent_ok);
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}
+
+/* ---- processes that die ----
+ * Peers in other processes are this program again, exec'd with a role:
+ * a fork alone would share rdma-core's per-process device state, which the
+ * kernel refuses to serve in the child. Children never use cmocka. */
+
+static void on_first_die(rmx_conn_t *c, const void *d, size_t l, void *arg) { kill(getpid(), SIGKILL); }
+
+static void die_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
+{
+  rmx_conn_cbs_t cbs = {.on_recv = on_first_die};
+  rmx_conn_set_cbs(c, &cbs, NULL);
+}
+
+/* Role: a server that dies on its first message. Prints its URI. */
+int role_dying_server(void)
+{
+  rmx_ctx_t *ctx;
+  rmx_listener_t *l;
+  char u[128];
+  uri_for(u, sizeof(u), 0);
+  if (rmx_ctx_create(&ctx, NULL, NULL) || rmx_listen(ctx, u, die_accept, NULL, &l) ||
+      rmx_listener_uri(l, u, sizeof(u)))
+    return 3;
+  printf("%s\n", u);
+  fflush(stdout);
+  rmx_ctx_run(ctx);
+  return 0;
+}
+
+static void dc_connected(rmx_conn_t *c, int status, void *arg)
+{
+  if (status || rmx_send(c, "hi", 2, NULL, NULL))
+    _exit(4);
+}
+
+static void dc_recv(rmx_conn_t *c, const void *d, size_t l, void *arg) { kill(getpid(), SIGKILL); }
+
+/* Role: a client that connects, sends, and dies when answered. */
+int role_dying_client(const char *uri)
+{
+  rmx_ctx_t *ctx;
+  rmx_conn_t *c;
+  static const rmx_conn_cbs_t cbs = {.on_recv = dc_recv};
+  if (rmx_ctx_create(&ctx, NULL, NULL) || rmx_connect(ctx, uri, dc_connected, NULL, &c))
+    return 3;
+  rmx_conn_set_cbs(c, &cbs, NULL);
+  rmx_ctx_run(ctx);
+  return 5;
+}
+
+void peer_killed_fails_outstanding(void **state)
+{
+  enum { SMALL = 100 };
+  char uri[128];
+  int fd;
+  pid_t pid = spawn("--dying-server", NULL, &fd);
+  read_line(fd, uri, sizeof(uri));
+  close(fd);
+  assert_true(uri[0] != '\0');
+  rmx_ctx_t *ctx = ctx_new(0);
+  client_t cl;
+  uint8_t *big = calloc(1, 64u << 20);
+  client_connect(ctx, &cl, uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, 0);
+  assert_int_equal(rmx_send(cl.c, "die", 3, cl_sent, &cl), 0);
+  assert_int_equal(rmx_send(cl.c, big, 64u << 20, cl_sent, &cl), 0);
+  for (int i = 0; i < SMALL; i++)
+    assert_int_equal(rmx_send(cl.c, "more", 4, cl_sent, &cl), 0);
+  run_until(ctx, &cl.disconnects, 1);
+  assert_int_not_equal(cl.last_disconnect, 0);
+  /* every send completed, before on_disconnect; the big one cannot have */
+  assert_int_equal(cl.sent_before_disconnect, SMALL + 2);
+  assert_true(cl.sent_err >= 1);
+  assert_int_equal(rmx_send(cl.c, "x", 1, cl_sent, &cl), RMX_ENOTCONN);
+  client_close(ctx, &cl);
+  assert_int_equal(cl.disconnects, 1);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  free(big);
+  ctx_done(ctx);
+}
+
+void server_survives_killed_client(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  int fd;
+  server_start(ctx, &s, 1);
+  pid_t pid = spawn("--dying-client", s.uri, &fd);
+  close(fd);
+  run_until(ctx, &s.disconnects, 1);
+  assert_int_not_equal(s.last_disconnect, 0);
+  assert_int_equal(s.recvs, 1);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  /* and it keeps serving */
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, 0);
+  cl.expect_len = 1000;
+  cl.expect_seed = 3;
+  uint8_t msg[1000];
+  pattern(msg, sizeof(msg), 3);
+  for (int i = 0; i < 100; i++)
+    assert_int_equal(rmx_send(cl.c, msg, sizeof(msg), cl_sent, &cl), 0);
+  run_until(ctx, &cl.recvs, 100);
+  assert_int_equal(cl.bad, 0);
+  client_close(ctx, &cl);
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}

@@ -1,0 +1,223 @@
+/*
+ * Conformance, messages: connect, accept and close; every size byte for
+ * byte, from the user's buffers and the pool's; 10,000 in order; many
+ * connections; the largest message and one over it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "conformance.h"
+
+void connect_accept_close(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  server_start(ctx, &s, 0);
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, 0);
+  run_until(ctx, &s.accepted, 1);
+  assert_string_equal(rmx_conn_transport(cl.c), scheme);
+  assert_int_equal(rmx_ctx_destroy(ctx), RMX_EBUSY); /* objects still open */
+  client_close(ctx, &cl);
+  /* the peer sees an orderly close, once */
+  run_until(ctx, &s.disconnects, 1);
+  assert_int_equal(s.last_disconnect, 0);
+  assert_int_equal(cl.disconnects, 0);
+  server_stop(ctx, &s);
+  assert_int_equal(s.disconnects, 1);
+  ctx_done(ctx);
+}
+
+void message_sizes(void **state)
+{
+  static const size_t sizes[] = {0, 1, 2, 63, 64, 4095, 8183, 8184, 8185, 8192, 65536,
+                                 (1u << 20) + 3, 16u << 20, 64u << 20};
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  uint8_t *msg = malloc(64u << 20);
+  server_start(ctx, &s, 1);
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, 0);
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    cl.expect_len = sizes[i];
+    cl.expect_seed = (uint32_t)i;
+    pattern(msg, sizes[i], (uint32_t)i);
+    assert_int_equal(rmx_send(cl.c, msg, sizes[i], cl_sent, &cl), 0);
+    run_until(ctx, &cl.recvs, (int)i + 1);
+    run_until(ctx, &cl.sent_ok, (int)i + 1); /* msg may be reused only now */
+    if (cl.bad)
+      fail_msg("the echo of %zu bytes differs", sizes[i]);
+  }
+  rmx_conn_stats_t st;
+  rmx_conn_stats(cl.c, &st);
+  assert_true(st.msgs_sent == sizeof(sizes) / sizeof(sizes[0]));
+  assert_true(st.rndv_sent > 0 && st.eager_sent > 0);
+  client_close(ctx, &cl);
+  server_stop(ctx, &s);
+  free(msg);
+  ctx_done(ctx);
+}
+
+void send_from_pool_buffers(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  static const size_t sizes[] = {100, 8184, 300000};
+  server_start(ctx, &s, 1);
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  for (int i = 0; i < 3; i++) {
+    rmx_buf_t *b;
+    assert_int_equal(rmx_buf_get(ctx, sizes[i], &b), 0);
+    assert_true(rmx_buf_size(b) >= sizes[i]);
+    pattern(rmx_buf_data(b), sizes[i], 100 + i);
+    cl.expect_len = sizes[i];
+    cl.expect_seed = 100 + i;
+    assert_int_equal(rmx_send_buf(cl.c, b, rmx_buf_size(b) + 1, cl_sent, &cl), RMX_EINVAL);
+    assert_int_equal(rmx_send_buf(cl.c, b, sizes[i], cl_sent, &cl), 0);
+    run_until(ctx, &cl.recvs, i + 1);
+    run_until(ctx, &cl.sent_ok, i + 1);
+    assert_int_equal(cl.bad, 0);
+  }
+  client_close(ctx, &cl);
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}
+
+/* ---- order ---- */
+
+typedef struct seqrx {
+  uint32_t next;
+  int bad, recvs;
+} seqrx_t;
+
+static seqrx_t seq_state;
+
+static void seq_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
+{
+  seqrx_t *r = &seq_state;
+  uint32_t seq;
+  r->recvs++;
+  if (len < 4) {
+    r->bad++;
+    return;
+  }
+  memcpy(&seq, data, 4);
+  if (seq != r->next++)
+    r->bad++;
+  /* every 1000th is a large one: check its tail too */
+  if (len > 4 && ((const uint8_t *)data)[len - 1] != (uint8_t)seq)
+    r->bad++;
+}
+
+static void seq_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
+{
+  server_t *s = arg;
+  rmx_conn_cbs_t cbs = {.on_recv = seq_recv, .on_disconnect = srv_disconnect};
+  s->conns[s->nconns++] = c;
+  s->accepted++;
+  rmx_conn_set_cbs(c, &cbs, s);
+}
+
+void ten_thousand_in_order(void **state)
+{
+  enum { N = 10000, BIG = 100000 };
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  char uri[128];
+  memset(&s, 0, sizeof(s));
+  memset(&seq_state, 0, sizeof(seq_state));
+  uri_for(uri, sizeof(uri), 0);
+  assert_int_equal(rmx_listen(ctx, uri, seq_accept, &s, &s.l), 0);
+  assert_int_equal(rmx_listener_uri(s.l, s.uri, sizeof(s.uri)), 0);
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  uint8_t *big = malloc((size_t)(N / 1000) * BIG);
+  /* All queued at once: credits, not the test, pace them. */
+  for (uint32_t i = 0; i < N; i++) {
+    if (i % 1000 == 999) {
+      uint8_t *b = big + (i / 1000) * BIG;
+      memcpy(b, &i, 4);
+      memset(b + 4, (uint8_t)i, BIG - 4);
+      assert_int_equal(rmx_send(cl.c, b, BIG, cl_sent, &cl), 0);
+    } else {
+      assert_int_equal(rmx_send(cl.c, &i, 4, cl_sent, &cl), 0);
+    }
+  }
+  run_until(ctx, &seq_state.recvs, N);
+  run_until(ctx, &cl.sent_ok, N);
+  assert_int_equal(seq_state.bad, 0);
+  assert_int_equal(cl.sent_err, 0);
+  rmx_conn_stats_t st;
+  rmx_conn_stats(cl.c, &st);
+  assert_true(st.credit_stalls > 0); /* 10,000 queued > 64 credits */
+  client_close(ctx, &cl);
+  server_stop(ctx, &s);
+  free(big);
+  ctx_done(ctx);
+}
+
+void many_connections(void **state)
+{
+  enum { NC = 32, MSGS = 50 };
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  static client_t cl[NC];
+  uint8_t msg[3000];
+  server_start(ctx, &s, 1);
+  for (int i = 0; i < NC; i++)
+    client_connect(ctx, &cl[i], s.uri);
+  for (int i = 0; i < NC; i++) {
+    run_until(ctx, &cl[i].connected, 1);
+    assert_int_equal(cl[i].connect_status, 0);
+    cl[i].expect_len = sizeof(msg);
+    cl[i].expect_seed = 7;
+  }
+  pattern(msg, sizeof(msg), 7);
+  for (int m = 0; m < MSGS; m++)
+    for (int i = 0; i < NC; i++)
+      assert_int_equal(rmx_send(cl[i].c, msg, sizeof(msg), cl_sent, &cl[i]), 0);
+  for (int i = 0; i < NC; i++) {
+    run_until(ctx, &cl[i].recvs, MSGS);
+    run_until(ctx, &cl[i].sent_ok, MSGS);
+    assert_int_equal(cl[i].bad, 0);
+  }
+  assert_int_equal(s.accepted, NC);
+  for (int i = 0; i < NC; i++)
+    client_close(ctx, &cl[i]);
+  run_until(ctx, &s.disconnects, NC);
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}
+
+void over_maximum_is_refused(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(1u << 20);
+  server_t s;
+  client_t cl;
+  static uint8_t msg[(1u << 20) + 1];
+  server_start(ctx, &s, 0);
+  client_connect(ctx, &cl, s.uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(rmx_send(cl.c, msg, sizeof(msg), cl_sent, &cl), RMX_EMSGSIZE);
+  rmx_buf_t *b;
+  assert_int_equal(rmx_buf_get(ctx, sizeof(msg), &b), RMX_EMSGSIZE);
+  assert_int_equal(rmx_send(cl.c, msg, sizeof(msg) - 1, cl_sent, &cl), 0); /* the maximum goes */
+  run_until(ctx, &cl.sent_ok, 1);
+  run_until(ctx, &s.recvs, 1);
+  assert_int_equal(cl.sent_err, 0);
+  client_close(ctx, &cl);
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}

@@ -1,0 +1,138 @@
+/*
+ * Hostile peers and the listener's limits: a flood of silent sockets
+ * against the handshake limit, and the connection limit.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "hostile.h"
+
+#ifndef HOSTILE_OLD_PROTOCOL
+
+/* ------------------------------------------------------------------ */
+/* 7. Handshake flood, connection limit                                 */
+/* ------------------------------------------------------------------ */
+
+#define C7_HS 8
+#define C7_TIMEOUT 1500
+
+void handshake_flood_is_bounded(void **state)
+{
+  srvcfg_t o = {.max_handshakes = C7_HS, .connect_timeout_ms = C7_TIMEOUT};
+  srv_start(&o);
+  int fds[3 * C7_HS];
+  /* warm-up: one silent socket timed out, one client in and out */
+  fds[0] = raw_connect();
+  PUMP_UNTIL(hung_up(fds[0]));
+  close(fds[0]);
+  static cli_t warm;
+  cli_start(&warm);
+  PUMP_UNTIL(warm.connected);
+  assert_int_equal(warm.status, 0);
+  c_close(&warm);
+  PUMP_UNTIL(warm.closed && S.nsc == 1 && S.sc[0].closed);
+  pump_for(20);
+  size_t base = heap_used();
+
+  uint64_t t0 = now_ms();
+  for (int i = 0; i < C7_HS; i++)
+    fds[i] = raw_connect();
+  pump_for(100);
+  for (int i = C7_HS; i < 3 * C7_HS; i++)
+    fds[i] = raw_connect();
+  pump_for(200);
+  for (int i = 0; i < C7_HS; i++)
+    if (hung_up(fds[i]))
+      fail_msg("silent socket %d of the first %d was dropped early", i, C7_HS);
+  for (int i = C7_HS; i < 3 * C7_HS; i++)
+    if (!hung_up(fds[i]))
+      fail_msg("socket %d, over the handshake limit, is still open", i);
+  assert_true(now_ms() - t0 < C7_TIMEOUT); /* "at once", not by the timer */
+  /* full: a legitimate client is turned away too (once) */
+  static cli_t turned, in1, in2;
+  cli_start(&turned);
+  PUMP_UNTIL(turned.connected);
+  assert_int_not_equal(turned.status, 0);
+  /* two silent ones leave: a client gets in */
+  close(fds[0]);
+  close(fds[1]);
+  fds[0] = fds[1] = -1;
+  pump_for(50);
+  cli_start(&in1);
+  PUMP_UNTIL(in1.connected);
+  assert_int_equal(in1.status, 0);
+  /* the rest time out: another gets in */
+  for (int i = 2; i < C7_HS; i++)
+    PUMP_UNTIL(hung_up(fds[i]));
+  cli_start(&in2);
+  PUMP_UNTIL(in2.connected);
+  assert_int_equal(in2.status, 0);
+  for (int i = 0; i < 3 * C7_HS; i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
+  c_close(&in1);
+  c_close(&in2);
+  c_close(&turned);
+  PUMP_UNTIL(in1.closed && in2.closed && turned.closed);
+  for (int i = 0; i < S.nsc; i++)
+    PUMP_UNTIL(S.sc[i].closed);
+  pump_for(50);
+  size_t after = heap_used();
+  fprintf(stderr, "# heap: %zu before the flood, %zu after\n", base, after);
+  assert_true(after <= base + MEM_SLACK);
+  assert_int_equal(turned.connected, 1);
+  assert_int_equal(turned.disconnects, 0);
+}
+
+void connection_limit_refuses_the_next(void **state)
+{
+  srvcfg_t o = {.max_conns = 4};
+  srv_start(&o);
+  static cli_t k[6];
+  for (int i = 0; i < 4; i++) {
+    cli_start(&k[i]);
+    PUMP_UNTIL(k[i].connected && S.nsc == i + 1);
+    assert_int_equal(k[i].status, 0);
+  }
+  cli_start(&k[4]);
+  PUMP_UNTIL(k[4].connected);
+  assert_int_equal(k[4].status, RMX_ECONNREFUSED);
+  /* a raw peer is told the same in a REJECT */
+  int fd = raw_connect();
+  uint8_t h[8 + HELLO_LEN], r[12];
+  hello_t hh = hello_default();
+  hello_frame(h, &hh, 0, 0);
+  assert_int_equal(write(fd, h, sizeof(h)), (ssize_t)sizeof(h));
+  size_t got = 0;
+  uint64_t t0 = now_ms();
+  while (got < sizeof(r) && now_ms() - t0 < 5000) {
+    pump_for(1);
+    ssize_t n = recv(fd, r + got, sizeof(r) - got, MSG_DONTWAIT);
+    if (n == 0)
+      break;
+    if (n > 0)
+      got += (size_t)n;
+  }
+  close(fd);
+  assert_int_equal(got, 12);
+  assert_int_equal(r[4], K_REJECT);
+  assert_int_equal((int32_t)g32(r + 8), RMX_ECONNREFUSED);
+  assert_int_equal(S.nsc, 4);
+  /* one leaves: the next gets in */
+  c_close(&k[0]);
+  PUMP_UNTIL(k[0].closed && S.sc[0].closed);
+  cli_start(&k[5]);
+  PUMP_UNTIL(k[5].connected);
+  assert_int_equal(k[5].status, 0);
+  for (int i = 1; i < 4; i++)
+    assert_int_equal(k[i].disconnects, 0);
+}
+
+#endif /* !HOSTILE_OLD_PROTOCOL */
