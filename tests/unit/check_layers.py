@@ -13,6 +13,8 @@ The layer boundaries of rmx, checked from the built objects and the sources
    (an arrow A -> B wherever A's object references a symbol B defines).
 5. Examples, bench and the conformance suite include only <rmx/rmx.h>,
    <uv.h>, system headers and headers of their own folder.
+6. No C source or header of the project is longer than 600 lines: a file
+   that grows past that holds more than one object.
 
 usage: check_layers.py SOURCE_DIR OBJECT...
 Exit 0 when every rule holds; else one line per breach and exit 1.
@@ -149,6 +151,16 @@ for folder in ('examples', 'bench', 'tests/conformance'):
                 ok = False  # a program of the public API does not speak verbs
             if not ok:
                 breaches.append(f'{folder}/{fn}:{lineno} includes {hdr}')
+
+# 6. file sizes.
+for folder in ('include', 'src', 'transport', 'examples', 'bench', 'tests'):
+    for dirpath, _, files in os.walk(os.path.join(src_dir, folder)):
+        for fn in files:
+            if fn.endswith(('.c', '.h')):
+                path = os.path.join(dirpath, fn)
+                n = sum(1 for _ in open(path, errors='replace'))
+                if n > 600:
+                    breaches.append(f'{os.path.relpath(path, src_dir)} has {n} lines (600 at most)')
 
 for b in breaches:
     print('layers:', b)
