@@ -12,24 +12,18 @@
 
 #include "verbs.h"
 
-static void guid_str(struct ibv_context *v, char *buf, size_t len)
-{
-  uint64_t g = be64toh(ibv_get_device_guid(v->device));
-  snprintf(buf, len, "%016" PRIx64, g);
-}
-
 /* RMX_DEVICE names a device or gives its GUID (hex, colons optional). */
-static int device_matches(const char *want, struct ibv_context *v)
+int vb_device_named(const char *want, struct ibv_device *d)
 {
   char guid[32], w[64];
   size_t j = 0;
-  if (strcmp(want, ibv_get_device_name(v->device)) == 0)
+  if (strcmp(want, ibv_get_device_name(d)) == 0)
     return 1;
   for (size_t i = 0; want[i] && j + 1 < sizeof(w); i++)
     if (want[i] != ':')
       w[j++] = want[i];
   w[j] = '\0';
-  guid_str(v, guid, sizeof(guid));
+  snprintf(guid, sizeof(guid), "%016" PRIx64, be64toh(ibv_get_device_guid(d)));
   return strcasecmp(w, guid) == 0;
 }
 
@@ -62,7 +56,7 @@ int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
             tp->dev->name, ibv_get_device_name(verbs->device));
     return RMX_ENOTSUP;
   }
-  if (cfg->device[0] && !device_matches(cfg->device, verbs)) {
+  if (cfg->device[0] && !vb_device_named(cfg->device, verbs->device)) {
     RMX_TP_LOG(tp->env, ERROR, "rdma: RMX_DEVICE=%s, but the route goes through %s", cfg->device,
             ibv_get_device_name(verbs->device));
     return RMX_ENODEV;

@@ -4,11 +4,8 @@
  * table. The objects below it are listed in verbs.h.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "verbs.h"
 
@@ -109,12 +106,8 @@ static int vb_init(const rmx_tp_env_t *env, rmx_tp_t **out)
     RMX_TP_LOG(env, INFO, "rdma: no RDMA device on this host");
     return RMX_ENODEV;
   }
-  for (int i = 0; i < n && !found; i++) {
-    char guid[32];
-    snprintf(guid, sizeof(guid), "%016" PRIx64, be64toh(ibv_get_device_guid(list[i])));
-    found = strcmp(cfg->device, ibv_get_device_name(list[i])) == 0 ||
-            strcasecmp(cfg->device, guid) == 0;
-  }
+  for (int i = 0; i < n && !found; i++)
+    found = vb_device_named(cfg->device, list[i]);
   ibv_free_device_list(list);
   if (!found) {
     RMX_TP_LOG(env, ERROR, "rdma: RMX_DEVICE=%s matches no device (rmx-info lists them)",

@@ -233,6 +233,7 @@ void vb_async_open(vb_dev_t *dev);
 void vb_async_close(vb_dev_t *dev, uv_close_cb closed);
 
 /* dev.c */
+int vb_device_named(const char *want, struct ibv_device *d);
 int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out);
 void vb_dev_release(vb_dev_t *dev);
 
