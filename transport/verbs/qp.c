@@ -74,7 +74,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
             .max_recv_sge = 1, .max_inline_data = VB_INLINE_WANT},
   };
   /* Devices differ in how much they inline; ask for less until one fits. */
-  static const uint32_t inl[] = {VB_INLINE_WANT, 64, 0};
+  static const uint32_t inl[] = VB_INLINE_TRY;
   for (size_t i = 0; i < sizeof(inl) / sizeof(inl[0]); i++) {
     qa.cap.max_inline_data = inl[i];
     if ((rc = rdma_create_qp(tc->id, dev->pd, &qa)) == 0)

@@ -195,6 +195,7 @@ const rmx_tp_ops_t rmx_verbs_ops = {
   .hello_max = 56,    /* rdma_cm connect private data (an accept carries up to 196) */
   .init = vb_init,
   .fini = vb_fini,
+  .devices = vb_devices,
   .listen = vb_listen,
   .listen_addr = vb_listen_addr,
   .listen_close = vb_listen_close,

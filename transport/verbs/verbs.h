@@ -14,6 +14,9 @@
 #define VB_POLL_BATCH 32
 #define VB_ACK_EVERY 64    /* CQ events acknowledged in batches: acking locks */
 #define VB_INLINE_WANT 256
+/* Devices differ in how much they inline: a QP asks for these in turn until
+ * one fits (vb_qp_create; devinfo.c probes the same way). */
+#define VB_INLINE_TRY {VB_INLINE_WANT, 64, 0}
 #define VB_PDATA_MAX 256
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
 #define VB_RX_TAG 1u       /* low bit of wr_id: a receive buffer, not a send slot */
@@ -155,9 +158,9 @@ struct rmx_tp {
  * channel), async.c (the per-process async event reader and its routing),
  * cq.c (arming, draining and dispatching completions), qp.c (queue pairs:
  * creation, the send ring, posting, flush), ep.c (a connection's end: fail,
- * close, drain, reap, parking), err.c (errors to RMX_E*). What lower
- * objects need of the instance they reach through the two callbacks it
- * leaves in struct rmx_tp.
+ * close, drain, reap, parking), err.c (errors to RMX_E*); devinfo.c lists
+ * the host's devices without an instance. What lower objects need of the
+ * instance they reach through the two callbacks it leaves in struct rmx_tp.
  */
 
 static inline int vb_set_nonblock(int fd)
@@ -236,6 +239,9 @@ void vb_async_close(vb_dev_t *dev, uv_close_cb closed);
 int vb_device_named(const char *want, struct ibv_device *d);
 int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out);
 void vb_dev_release(vb_dev_t *dev);
+
+/* devinfo.c */
+int vb_devices(rmx_device_info_t **out, int *n);
 
 /* cm.c */
 void vb_cm_events(uv_poll_t *h, int status, int events);
