@@ -304,7 +304,8 @@ typedef struct rmx_device_info {
  * @param[out] n    how many
  * @return 0 (@p *n = 0 when the host has no RDMA device, or its kernel no
  *         RDMA support), @ref RMX_ENOTSUP (no transport in this build lists
- *         devices: rmx was built without rdma-core), @ref RMX_ENOMEM
+ *         devices: rmx was built without rdma-core), @ref RMX_ENOMEM,
+ *         @ref RMX_EINVAL (@p out or @p n is NULL)
  */
 RMX_API int rmx_device_list(rmx_device_info_t **out, int *n);
 
