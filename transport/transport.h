@@ -139,6 +139,11 @@ typedef struct rmx_tp_ops {
   int (*init)(const rmx_tp_env_t *env, rmx_tp_t **tp);
   /* Release it; every listener and connection is already closed. */
   void (*fini)(rmx_tp_t *tp);
+  /* List the devices this transport can use (rmx_device_list): a malloc'ed
+   * array in *out, *n entries (0 and NULL when the host has none). Needs no
+   * instance; may block briefly on the local kernel (opens each device).
+   * Errors: RMX_ENOTSUP (a transport without devices), RMX_ENOMEM. */
+  int (*devices)(rmx_device_info_t **out, int *n);
 
   /* Bind and listen on sa. Incoming peers go to env->incoming(owner, ...).
    * Errors: RMX_EADDRINUSE, RMX_EADDRNOTAVAIL, RMX_EACCES, RMX_EINVAL,

@@ -213,6 +213,8 @@ static void tcp_fini(rmx_tp_t *tp)
     tp_free(tp);
 }
 
+static int tcp_devices(rmx_device_info_t **out, int *n) { return RMX_ENOTSUP; }
+
 const rmx_tp_ops_t rmx_tcp_ops = {
   .name = "tcp",
   .flags = 0,
@@ -221,6 +223,7 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .hello_max = TF_HELLO_MAX,
   .init = tcp_init,
   .fini = tcp_fini,
+  .devices = tcp_devices,
   .listen = tcp_listen,
   .listen_addr = tcp_listen_addr,
   .listen_close = tcp_listen_close,

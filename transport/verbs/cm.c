@@ -1,7 +1,8 @@
 /*
- * Connections through rdma_cm: resolve, connect/accept with the hello in
- * private data, reject with a status, disconnect, and the event channel.
- * Events are copied and acknowledged at once, then handled, so a handler may
+ * Connections through rdma_cm: resolving the address and the route,
+ * connect/accept with the hello in private data, listen, reject with a
+ * status, and the event channel; how a connection ends is ep.c's. Events
+ * are copied and acknowledged at once, then handled, so a handler may
  * destroy the id the event was for.
  */
 #include <arpa/inet.h>
@@ -37,109 +38,8 @@ static struct rmx_tp_conn *tc_new(struct rmx_tp *tp, struct rdma_cm_id *id)
   tc->timer_open = 1;
   uv_timer_start(&tc->timer, timer_cb, tp->env->cfg->connect_timeout_ms, 0);
   rmx_list_push(&tp->conns, &tc->link);
-  if (tp->live++ == 0)
-    uv_ref((uv_handle_t *)&tp->ech_poll);
+  vb_tp_live(tp);
   return tc;
-}
-
-static void tc_timer_closed(uv_handle_t *h)
-{
-  struct rmx_tp_conn *tc = h->data;
-  struct rmx_tp *tp = tc->tp;
-  if (tc->owner)
-    vb_raise(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
-  tc->owner = NULL; /* the core's handle is gone */
-  if (tc->undrained && tc->slots) {
-    rmx_list_push(&tp->parked, &tc->link);
-    vb_kick(tp);
-  } else {
-    free(tc);
-  }
-  vb_tp_unlive(tp);
-}
-
-/*
- * A QP whose drain could not start was destroyed with completions possibly
- * still in the shared CQ (flushed, or finished just before), and those name
- * its slots and receive buffers through wr_id. Its memory (tc, slots,
- * buffers) stays parked, owner-less and closing, so on_wc finds a
- * connection that ignores them, until a poll of the CQ that began after the
- * destroy has found it empty: nothing more can come for it then. The idle
- * handler polls while anything is parked; tp_free frees what is left (no
- * poll happens after fini, and the CQ goes with the device).
- */
-void vb_parked_sweep(struct rmx_tp *tp, int all)
-{
-  rmx_list_t *n, *next;
-  for (n = tp->parked.next; n != &tp->parked; n = next) {
-    next = n->next;
-    struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, link);
-    if (all || tc->dev->cq_empty_gen != tc->park_gen) {
-      rmx_list_del(&tc->link);
-      vb_qp_destroy(tc); /* the memory; the QP is long gone */
-      free(tc);
-    }
-  }
-}
-
-/* Drained (or never had a QP, or could not be drained): release
- * everything, then CLOSED. */
-void vb_conn_reap(struct rmx_tp_conn *tc)
-{
-  if (tc->reaped)
-    return;
-  tc->reaped = 1;
-  if (tc->undrained && tc->qp) {
-    /* The QP may still be live (it never reached the error state): destroy
-     * it before reporting its operations, whose buffers their owners may
-     * free as soon as they hear. */
-    vb_qp_destroy_qp(tc);
-    tc->park_gen = tc->dev->cq_empty_gen;
-    vb_fail_slots(tc);
-  } else {
-    vb_fail_slots(tc);
-    vb_qp_destroy(tc);
-  }
-  if (tc->id && rdma_destroy_id(tc->id))
-    RMX_TP_LOG(tc->tp->env, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
-  tc->id = NULL;
-  rmx_list_del(&tc->link);
-  rmx_list_del(&tc->repost_link);
-  uv_close((uv_handle_t *)&tc->timer, tc_timer_closed);
-}
-
-void vb_close(struct rmx_tp_conn *tc)
-{
-  if (tc->closing)
-    return;
-  tc->closing = 1;
-  uv_timer_stop(&tc->timer);
-  if (tc->qp) {
-    if (tc->established)
-      rdma_disconnect(tc->id); /* tells the peer; the QP goes to error */
-    if (vb_drain_start(tc) == 0) {
-      vb_kick(tc->tp); /* poll mode drains from the idle handler */
-      return;
-    }
-    RMX_TP_LOG(tc->tp->env, WARN, "rdma: cannot drain QP 0x%x; destroying it, its memory kept "
-            "until the completion queue is clear of it", tc->qp->qp_num);
-    tc->undrained = 1;
-  }
-  tc->state = VC_DONE;
-  vb_kick(tc->tp);
-}
-
-/* I/O is over: tell the owner once (it will close), or close. */
-void vb_fail(struct rmx_tp_conn *tc, int status)
-{
-  if (tc->dead || tc->closing)
-    return;
-  tc->dead = 1;
-  uv_timer_stop(&tc->timer);
-  if (tc->owner)
-    vb_raise(tc, RMX_TP_EV_DISCONNECTED, status, NULL, NULL, 0);
-  else
-    vb_close(tc);
 }
 
 /* ---- active side ---- */
@@ -256,8 +156,7 @@ int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
     free(l);
     return rc;
   }
-  if (tp->live++ == 0)
-    uv_ref((uv_handle_t *)&tp->ech_poll);
+  vb_tp_live(tp);
   *out = l;
   return 0;
 }

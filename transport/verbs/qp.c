@@ -1,33 +1,14 @@
 /*
- * Queue pairs and the data path: receive buffers posted as lists, a ring of
- * send slots with selective signaling, RDMA READ, completion handling, and
- * the drain that makes a close safe (every work request posted is seen
- * completed before the QP and its memory go away).
+ * Queue pairs: creation (receive buffers posted as one list), the ring of
+ * send slots with selective signaling, posting sends, RDMA reads, writes
+ * and atomics, and flush, which gives receive buffers back and rings the
+ * doorbell. What completes is cq.c's; what ends a QP is ep.c's.
  */
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "verbs.h"
-
-#define RX_TAG 1u /* low bit of wr_id: a receive buffer, not a send slot */
-
-static int wc_status(enum ibv_wc_status s)
-{
-  switch (s) {
-  case IBV_WC_SUCCESS: return 0;
-  case IBV_WC_WR_FLUSH_ERR: return RMX_ECANCELED;
-  case IBV_WC_REM_ACCESS_ERR:
-  case IBV_WC_LOC_ACCESS_ERR:
-  case IBV_WC_LOC_PROT_ERR: return RMX_EACCES;
-  case IBV_WC_RETRY_EXC_ERR:
-  case IBV_WC_RNR_RETRY_EXC_ERR: return RMX_ECONNRESET;
-  case IBV_WC_LOC_LEN_ERR:
-  case IBV_WC_REM_INV_REQ_ERR:
-  case IBV_WC_REM_OP_ERR: return RMX_EPROTO;
-  default: return RMX_EIO;
-  }
-}
 
 /* ---- creation ---- */
 
@@ -38,7 +19,7 @@ static void rx_init(struct rmx_tp_conn *tc, uint32_t i)
   rx->sge.addr = (uintptr_t)(tc->rx_mem + (size_t)i * tc->rx_size);
   rx->sge.length = (uint32_t)tc->rx_size;
   rx->sge.lkey = tc->rx_mr->lkey;
-  rx->wr.wr_id = (uintptr_t)rx | RX_TAG;
+  rx->wr.wr_id = (uintptr_t)rx | VB_RX_TAG;
   rx->wr.sg_list = &rx->sge;
   rx->wr.num_sge = 1;
   rx->wr.next = i + 1 < tc->rx_count ? &tc->rx[i + 1].wr : NULL;
@@ -93,7 +74,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
             .max_recv_sge = 1, .max_inline_data = VB_INLINE_WANT},
   };
   /* Devices differ in how much they inline; ask for less until one fits. */
-  static const uint32_t inl[] = {VB_INLINE_WANT, 64, 0};
+  static const uint32_t inl[] = VB_INLINE_TRY;
   for (size_t i = 0; i < sizeof(inl) / sizeof(inl[0]); i++) {
     qa.cap.max_inline_data = inl[i];
     if ((rc = rdma_create_qp(tc->id, dev->pd, &qa)) == 0)
@@ -128,33 +109,36 @@ err:
   return rc;
 }
 
-/* The QP alone: no completion is added for it after this returns, but
- * those already in the CQ stay there, naming its slots and buffers. */
-void vb_qp_destroy_qp(struct rmx_tp_conn *tc)
+/* ---- receive buffers ---- */
+
+/* Give a connection's receive buffers back, as one list. */
+static void repost(struct rmx_tp_conn *tc)
 {
-  if (tc->qp) {
-    rdma_destroy_qp(tc->id);
-    tc->qp = NULL;
-    tc->dev->cq_used -= (int)(tc->sq_depth + tc->rx_count + 2);
+  struct ibv_recv_wr *bad, *first = tc->repost;
+  rmx_list_del(&tc->repost_link);
+  tc->repost = tc->repost_last = NULL;
+  if (!first || tc->dead || tc->closing)
+    return;
+  uint32_t count = 0;
+  for (struct ibv_recv_wr *w = first; w; w = w->next)
+    count++;
+  int rc = ibv_post_recv(tc->qp, first, &bad);
+  if (rc) {
+    for (struct ibv_recv_wr *w = bad; w; w = w->next)
+      count--; /* these never reached the QP */
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: ibv_post_recv on QP 0x%x failed: %s", tc->qp->qp_num,
+            strerror(rc));
+    vb_fail(tc, vb_err_from_errno(rc));
   }
+  tc->rx_posted += count;
 }
 
-/* The QP and its memory: only once no completion for it can be polled. */
-void vb_qp_destroy(struct rmx_tp_conn *tc)
+void vb_repost_all(struct rmx_tp *tp)
 {
-  vb_qp_destroy_qp(tc);
-  if (tc->rx_mr && ibv_dereg_mr(tc->rx_mr))
-    RMX_TP_LOG(tc->tp->env, WARN, "rdma: deregistering receive buffers failed");
-  tc->rx_mr = NULL;
-  free(tc->rx_mem);
-  free(tc->slots);
-  free(tc->rx);
-  tc->rx_mem = NULL;
-  tc->slots = NULL;
-  tc->rx = NULL;
+  rmx_list_t *n;
+  while ((n = tp->repost.next) != &tp->repost)
+    repost(rmx_container_of(n, struct rmx_tp_conn, repost_link));
 }
-
-static void repost(struct rmx_tp_conn *tc);
 
 /* ---- posting ---- */
 
@@ -342,187 +326,4 @@ void vb_flush(struct rmx_tp_conn *tc)
     tc->fail_status = vb_err_from_errno(rc);
     vb_kick(tc->tp);
   }
-}
-
-/* ---- completions ---- */
-
-static void slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status)
-{
-  uint8_t kind = s->kind;
-  void *op = s->op;
-  s->kind = SLOT_FREE;
-  if (!tc->owner)
-    return;
-  if (kind == SLOT_SEND)
-    vb_raise(tc, RMX_TP_EV_SEND, status, op, NULL, 0);
-  else if (kind == SLOT_READ)
-    vb_raise(tc, RMX_TP_EV_READ, status, op, NULL, 0);
-  else if (kind == SLOT_WRITE)
-    vb_raise(tc, RMX_TP_EV_WRITE, status, op, NULL, 0);
-  else if (kind == SLOT_ATOMIC) {
-    if (status == 0)
-      memcpy(s->old, s->bounce, 8);
-    vb_raise(tc, RMX_TP_EV_ATOMIC, status, op, NULL, 0);
-  }
-}
-
-/* Completions come in order on an RC QP: a completion for slot s also
- * completes every unsignaled slot before it. */
-static void complete_upto(struct rmx_tp_conn *tc, vb_slot_t *upto, int status)
-{
-  while (tc->tail != tc->head) {
-    vb_slot_t *s = &tc->slots[tc->tail++ % tc->sq_depth];
-    if (s == upto) {
-      slot_fire(tc, s, status);
-      return;
-    }
-    /* before a failure we cannot tell delivered from flushed */
-    slot_fire(tc, s, status ? RMX_ECANCELED : 0);
-  }
-}
-
-void vb_fail_slots(struct rmx_tp_conn *tc)
-{
-  while (tc->tail != tc->head)
-    slot_fire(tc, &tc->slots[tc->tail++ % tc->sq_depth], RMX_ECANCELED);
-}
-
-static void check_drained(struct rmx_tp_conn *tc)
-{
-  if (tc->drain_send_seen && tc->rx_posted == 0 && tc->state == VC_DRAINING) {
-    vb_fail_slots(tc);
-    tc->state = VC_DONE;
-    vb_kick(tc->tp);
-  }
-}
-
-static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
-{
-  if (tc->dead || tc->closing)
-    return;
-  RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x: %s (vendor error 0x%x)", wc->qp_num,
-          ibv_wc_status_str(wc->status), wc->vendor_err);
-  vb_fail(tc, wc_status(wc->status));
-}
-
-static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
-{
-  if (wc->status != IBV_WC_SUCCESS) {
-    if (wc->status != IBV_WC_WR_FLUSH_ERR)
-      qp_error(tc, wc);
-    return; /* flushed buffers are not given back */
-  }
-  if (tc->dead || tc->closing || !tc->owner)
-    return;
-  if (!tc->established) { /* the peer's first message beat the CM event */
-    tc->established = 1;
-    tc->state = VC_UP;
-    vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
-    if (tc->dead || tc->closing)
-      return;
-  }
-  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) { /* the data is already in place */
-    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = ntohl(wc->imm_data), .len = wc->byte_len};
-    tc->tp->env->event(tc->owner, &ev);
-  } else {
-    vb_raise(tc, RMX_TP_EV_RECV, 0, NULL, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
-  }
-  if (tc->dead || tc->closing)
-    return;
-  /* Given back in one list per connection at the end of the batch. */
-  rx->wr.next = NULL;
-  if (tc->repost_last)
-    tc->repost_last->next = &rx->wr;
-  else {
-    tc->repost = &rx->wr;
-    rmx_list_push(&tc->tp->repost, &tc->repost_link);
-  }
-  tc->repost_last = &rx->wr;
-}
-
-static void on_wc(const struct ibv_wc *wc)
-{
-  if (wc->wr_id & RX_TAG) {
-    vb_rx_t *rx = (vb_rx_t *)(uintptr_t)(wc->wr_id & ~(uint64_t)RX_TAG);
-    struct rmx_tp_conn *tc = rx->tc;
-    tc->rx_posted--;
-    if (tc->state == VC_DRAINING)
-      check_drained(tc);
-    else
-      on_recv(tc, rx, wc);
-    return;
-  }
-  vb_slot_t *s = (vb_slot_t *)(uintptr_t)wc->wr_id;
-  struct rmx_tp_conn *tc = s->tc;
-  if (s == &tc->drain_slot) {
-    tc->drain_send_seen = 1;
-    check_drained(tc);
-    return;
-  }
-  if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR)
-    qp_error(tc, wc);
-  complete_upto(tc, s, wc_status(wc->status));
-}
-
-/* Give a connection's receive buffers back, as one list. */
-static void repost(struct rmx_tp_conn *tc)
-{
-  struct ibv_recv_wr *bad, *first = tc->repost;
-  rmx_list_del(&tc->repost_link);
-  tc->repost = tc->repost_last = NULL;
-  if (!first || tc->dead || tc->closing)
-    return;
-  uint32_t count = 0;
-  for (struct ibv_recv_wr *w = first; w; w = w->next)
-    count++;
-  int rc = ibv_post_recv(tc->qp, first, &bad);
-  if (rc) {
-    for (struct ibv_recv_wr *w = bad; w; w = w->next)
-      count--; /* these never reached the QP */
-    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: ibv_post_recv on QP 0x%x failed: %s", tc->qp->qp_num,
-            strerror(rc));
-    vb_fail(tc, vb_err_from_errno(rc));
-  }
-  tc->rx_posted += count;
-}
-
-void vb_repost_all(struct rmx_tp *tp)
-{
-  rmx_list_t *n;
-  while ((n = tp->repost.next) != &tp->repost)
-    repost(rmx_container_of(n, struct rmx_tp_conn, repost_link));
-}
-
-void vb_cq_drain(vb_dev_t *dev)
-{
-  struct ibv_wc wc[VB_POLL_BATCH];
-  int n;
-  while ((n = ibv_poll_cq(dev->cq, VB_POLL_BATCH, wc)) > 0)
-    for (int i = 0; i < n; i++)
-      on_wc(&wc[i]);
-  if (n == 0)
-    dev->cq_empty_gen++; /* what was queued before this poll is all seen */
-  if (n < 0)
-    RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
-  vb_repost_all(dev->tp);
-}
-
-/* Move the QP to the error state: every posted request completes, flushed.
- * A marker on the send queue completes after all earlier sends; receives
- * are counted down to zero. */
-int vb_drain_start(struct rmx_tp_conn *tc)
-{
-  struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
-  struct ibv_send_wr *bad;
-
-  tc->chain = tc->chain_last = NULL; /* never posted: failed with the ring */
-  if (ibv_modify_qp(tc->qp, &attr, IBV_QP_STATE) != 0)
-    return RMX_EIO;
-  tc->drain_slot.wr = (struct ibv_send_wr){.wr_id = (uintptr_t)&tc->drain_slot,
-                                           .opcode = IBV_WR_SEND,
-                                           .send_flags = IBV_SEND_SIGNALED};
-  if (ibv_post_send(tc->qp, &tc->drain_slot.wr, &bad) != 0)
-    return RMX_EIO;
-  tc->state = VC_DRAINING;
-  return 0;
 }

@@ -2,6 +2,7 @@
 #ifndef RMX_VERBS_H
 #define RMX_VERBS_H
 
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <uv.h>
@@ -13,8 +14,12 @@
 #define VB_POLL_BATCH 32
 #define VB_ACK_EVERY 64    /* CQ events acknowledged in batches: acking locks */
 #define VB_INLINE_WANT 256
+/* Devices differ in how much they inline: a QP asks for these in turn until
+ * one fits (vb_qp_create; devinfo.c probes the same way). */
+#define VB_INLINE_TRY {VB_INLINE_WANT, 64, 0}
 #define VB_PDATA_MAX 256
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
+#define VB_RX_TAG 1u       /* low bit of wr_id: a receive buffer, not a send slot */
 
 /* One device opened by the context: a PD and one CQ shared by its QPs. */
 struct vb_async_reader;
@@ -30,7 +35,7 @@ typedef struct vb_dev {
   uint64_t cq_empty_gen;   /* times a poll found the CQ empty */
   uv_poll_t chan_poll;
   /* async events: the process's reader for this device queues them in the
-   * inbox (under its lock) and wakes us; see verbs.c */
+   * inbox (under its lock) and wakes us; see async.c */
   struct vb_async_reader *reader;
   rmx_list_t async_link;   /* in the reader's subscribers */
   rmx_list_t async_inbox;
@@ -140,16 +145,103 @@ struct rmx_tp {
   int handles;
   int finishing;
   int polling;             /* RMX_PROGRESS=poll */
+  /* the instance's own, set by vb_init: see vb_kick and vb_tp_unlive */
+  uv_idle_cb idle_cb;
+  void (*free_cb)(struct rmx_tp *tp);
 };
 
-/* verbs.c */
-int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out);
-void vb_kick(struct rmx_tp *tp);
-void vb_tp_unlive(struct rmx_tp *tp);
+/*
+ * The objects, one file each, each calling only those listed after it (the
+ * file graph has no cycle): verbs.c (the instance: init/fini, the idle
+ * handler, memory registration, the ops table), cm.c (rdma_cm: connect,
+ * listen, accept, reject, routes), dev.c (a device: PD, CQ, completion
+ * channel), async.c (the per-process async event reader and its routing),
+ * cq.c (arming, draining and dispatching completions), qp.c (queue pairs:
+ * creation, the send ring, posting, flush), ep.c (a connection's end: fail,
+ * close, drain, reap, parking), err.c (errors to RMX_E*); devinfo.c lists
+ * the host's devices without an instance. What lower objects need of the
+ * instance they reach through the two callbacks it leaves in struct rmx_tp.
+ */
+
+static inline int vb_set_nonblock(int fd)
+{
+  int fl = fcntl(fd, F_GETFL);
+  return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Start the instance's idle handler (reaping, deferred failures, poll mode). */
+static inline void vb_kick(struct rmx_tp *tp)
+{
+  if (!tp->finishing)
+    uv_idle_start(&tp->idle, tp->idle_cb);
+}
+
+/* A connection or listener is made: while any lives, the event channel
+ * keeps the loop running. */
+static inline void vb_tp_live(struct rmx_tp *tp)
+{
+  if (tp->live++ == 0)
+    uv_ref((uv_handle_t *)&tp->ech_poll);
+}
+
+/* One is freed: after fini, the last one out, with every handle closed,
+ * frees the instance. */
+static inline void vb_tp_unlive(struct rmx_tp *tp)
+{
+  if (--tp->live == 0) {
+    if (!tp->finishing)
+      uv_unref((uv_handle_t *)&tp->ech_poll);
+    else if (tp->handles == 0)
+      tp->free_cb(tp);
+  }
+}
+
+/* err.c */
 int vb_err_from_errno(int e);
 int vb_reg_err(struct rmx_tp *tp, size_t len, int e);
+int vb_wc_status(enum ibv_wc_status s);
+
+/* ep.c */
 void vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
               const void *data, size_t len);
+void vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status);
+void vb_fail_slots(struct rmx_tp_conn *tc);
+void vb_qp_destroy_qp(struct rmx_tp_conn *tc);
+void vb_qp_destroy(struct rmx_tp_conn *tc);
+void vb_check_drained(struct rmx_tp_conn *tc);
+void vb_fail(struct rmx_tp_conn *tc, int status);
+void vb_close(struct rmx_tp_conn *tc);
+void vb_conn_reap(struct rmx_tp_conn *tc);
+void vb_parked_sweep(struct rmx_tp *tp, int all);
+
+/* qp.c */
+int vb_qp_create(struct rmx_tp_conn *tc);
+int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
+int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
+            uint64_t raddr, uint64_t rkey, void *op);
+int vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+             uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
+int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+              uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
+unsigned vb_caps(struct rmx_tp_conn *tc);
+void vb_flush(struct rmx_tp_conn *tc);
+void vb_repost_all(struct rmx_tp *tp);
+
+/* cq.c */
+void vb_cq_event(uv_poll_t *h, int status, int events);
+void vb_cq_drain(vb_dev_t *dev);
+
+/* async.c */
+void vb_async_open(vb_dev_t *dev);
+void vb_async_close(vb_dev_t *dev, uv_close_cb closed);
+
+/* dev.c */
+int vb_device_named(const char *want, struct ibv_device *d);
+int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out);
+void vb_dev_release(vb_dev_t *dev);
+
+/* devinfo.c */
+int vb_devices(rmx_device_info_t **out, int *n);
 
 /* cm.c */
 void vb_cm_events(uv_poll_t *h, int status, int events);
@@ -161,27 +253,5 @@ int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, 
                void *owner, struct rmx_tp_conn **out);
 int vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len);
 void vb_reject(struct rmx_tp_conn *tc, int status);
-void vb_close(struct rmx_tp_conn *tc);
-void vb_fail(struct rmx_tp_conn *tc, int status);
-void vb_conn_reap(struct rmx_tp_conn *tc);
-void vb_parked_sweep(struct rmx_tp *tp, int all);
-
-/* qp.c */
-int vb_qp_create(struct rmx_tp_conn *tc);
-void vb_qp_destroy_qp(struct rmx_tp_conn *tc);
-void vb_qp_destroy(struct rmx_tp_conn *tc);
-int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
-int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
-            uint64_t raddr, uint64_t rkey, void *op);
-int vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
-             uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
-int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
-              uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
-unsigned vb_caps(struct rmx_tp_conn *tc);
-void vb_flush(struct rmx_tp_conn *tc);
-void vb_cq_drain(vb_dev_t *dev);
-void vb_repost_all(struct rmx_tp *tp);
-int vb_drain_start(struct rmx_tp_conn *tc);
-void vb_fail_slots(struct rmx_tp_conn *tc);
 
 #endif

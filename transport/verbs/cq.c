@@ -1,0 +1,126 @@
+/*
+ * Completions: arming the completion channel, draining the CQ, and
+ * dispatching each completion to its receive buffer or send slot.
+ *
+ * Progress, event mode: uv_poll on the completion channel; on wake, take
+ * every pending CQ event (acked in batches), re-arm, then drain the CQ. A
+ * completion that lands after the re-arm raises a new event, one before it
+ * is drained now: none is lost. Poll mode: the CQ is drained from an idle
+ * handle every loop iteration (verbs.c).
+ */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "verbs.h"
+
+void vb_cq_event(uv_poll_t *h, int status, int events)
+{
+  vb_dev_t *dev = h->data;
+  struct ibv_cq *cq;
+  void *cq_ctx;
+  while (ibv_get_cq_event(dev->chan, &cq, &cq_ctx) == 0)
+    dev->unacked++;
+  if (dev->unacked >= VB_ACK_EVERY) {
+    ibv_ack_cq_events(dev->cq, dev->unacked);
+    dev->unacked = 0;
+  }
+  ibv_req_notify_cq(dev->cq, 0);
+  vb_cq_drain(dev);
+}
+
+/* Completions come in order on an RC QP: a completion for slot s also
+ * completes every unsignaled slot before it. */
+static void complete_upto(struct rmx_tp_conn *tc, vb_slot_t *upto, int status)
+{
+  while (tc->tail != tc->head) {
+    vb_slot_t *s = &tc->slots[tc->tail++ % tc->sq_depth];
+    if (s == upto) {
+      vb_slot_fire(tc, s, status);
+      return;
+    }
+    /* before a failure we cannot tell delivered from flushed */
+    vb_slot_fire(tc, s, status ? RMX_ECANCELED : 0);
+  }
+}
+
+static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
+{
+  if (tc->dead || tc->closing)
+    return;
+  RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x: %s (vendor error 0x%x)", wc->qp_num,
+          ibv_wc_status_str(wc->status), wc->vendor_err);
+  vb_fail(tc, vb_wc_status(wc->status));
+}
+
+static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
+{
+  if (wc->status != IBV_WC_SUCCESS) {
+    if (wc->status != IBV_WC_WR_FLUSH_ERR)
+      qp_error(tc, wc);
+    return; /* flushed buffers are not given back */
+  }
+  if (tc->dead || tc->closing || !tc->owner)
+    return;
+  if (!tc->established) { /* the peer's first message beat the CM event */
+    tc->established = 1;
+    tc->state = VC_UP;
+    vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
+    if (tc->dead || tc->closing)
+      return;
+  }
+  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) { /* the data is already in place */
+    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = ntohl(wc->imm_data), .len = wc->byte_len};
+    tc->tp->env->event(tc->owner, &ev);
+  } else {
+    vb_raise(tc, RMX_TP_EV_RECV, 0, NULL, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
+  }
+  if (tc->dead || tc->closing)
+    return;
+  /* Given back in one list per connection at the end of the batch. */
+  rx->wr.next = NULL;
+  if (tc->repost_last)
+    tc->repost_last->next = &rx->wr;
+  else {
+    tc->repost = &rx->wr;
+    rmx_list_push(&tc->tp->repost, &tc->repost_link);
+  }
+  tc->repost_last = &rx->wr;
+}
+
+static void on_wc(const struct ibv_wc *wc)
+{
+  if (wc->wr_id & VB_RX_TAG) {
+    vb_rx_t *rx = (vb_rx_t *)(uintptr_t)(wc->wr_id & ~(uint64_t)VB_RX_TAG);
+    struct rmx_tp_conn *tc = rx->tc;
+    tc->rx_posted--;
+    if (tc->state == VC_DRAINING)
+      vb_check_drained(tc);
+    else
+      on_recv(tc, rx, wc);
+    return;
+  }
+  vb_slot_t *s = (vb_slot_t *)(uintptr_t)wc->wr_id;
+  struct rmx_tp_conn *tc = s->tc;
+  if (s == &tc->drain_slot) {
+    tc->drain_send_seen = 1;
+    vb_check_drained(tc);
+    return;
+  }
+  if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR)
+    qp_error(tc, wc);
+  complete_upto(tc, s, vb_wc_status(wc->status));
+}
+
+void vb_cq_drain(vb_dev_t *dev)
+{
+  struct ibv_wc wc[VB_POLL_BATCH];
+  int n;
+  while ((n = ibv_poll_cq(dev->cq, VB_POLL_BATCH, wc)) > 0)
+    for (int i = 0; i < n; i++)
+      on_wc(&wc[i]);
+  if (n == 0)
+    dev->cq_empty_gen++; /* what was queued before this poll is all seen */
+  if (n < 0)
+    RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
+  vb_repost_all(dev->tp);
+}

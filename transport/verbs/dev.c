@@ -1,0 +1,99 @@
+/*
+ * Devices: the one a context uses, opened on its first connection or
+ * listener (the route names it): a PD, and one CQ with a completion channel
+ * shared by the context's QPs. Its async events are async.c's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "verbs.h"
+
+/* RMX_DEVICE names a device or gives its GUID (hex, colons optional). */
+int vb_device_named(const char *want, struct ibv_device *d)
+{
+  char guid[32], w[64];
+  size_t j = 0;
+  if (strcmp(want, ibv_get_device_name(d)) == 0)
+    return 1;
+  for (size_t i = 0; want[i] && j + 1 < sizeof(w); i++)
+    if (want[i] != ':')
+      w[j++] = want[i];
+  w[j] = '\0';
+  snprintf(guid, sizeof(guid), "%016" PRIx64, be64toh(ibv_get_device_guid(d)));
+  return strcasecmp(w, guid) == 0;
+}
+
+void vb_dev_release(vb_dev_t *dev)
+{
+  if (dev->cq) {
+    if (dev->unacked)
+      ibv_ack_cq_events(dev->cq, dev->unacked);
+    if (ibv_destroy_cq(dev->cq))
+      RMX_TP_LOG(dev->tp->env, WARN, "rdma: destroying the CQ of %s failed", dev->name);
+  }
+  if (dev->chan && ibv_destroy_comp_channel(dev->chan))
+    RMX_TP_LOG(dev->tp->env, WARN, "rdma: destroying the channel of %s failed", dev->name);
+  if (dev->pd && ibv_dealloc_pd(dev->pd))
+    RMX_TP_LOG(dev->tp->env, WARN, "rdma: %s still has registered memory at exit", dev->name);
+  free(dev);
+}
+
+int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
+{
+  const rmx_config_t *cfg = tp->env->cfg;
+  if (!verbs)
+    return RMX_ENODEV;
+  if (tp->dev) {
+    if (tp->dev->verbs == verbs) {
+      *out = tp->dev;
+      return 0;
+    }
+    RMX_TP_LOG(tp->env, ERROR, "rdma: a context uses one device (%s); this connection is on %s",
+            tp->dev->name, ibv_get_device_name(verbs->device));
+    return RMX_ENOTSUP;
+  }
+  if (cfg->device[0] && !vb_device_named(cfg->device, verbs->device)) {
+    RMX_TP_LOG(tp->env, ERROR, "rdma: RMX_DEVICE=%s, but the route goes through %s", cfg->device,
+            ibv_get_device_name(verbs->device));
+    return RMX_ENODEV;
+  }
+  vb_dev_t *dev = calloc(1, sizeof(*dev));
+  if (!dev)
+    return RMX_ENOMEM;
+  dev->tp = tp;
+  dev->verbs = verbs;
+  rmx_list_init(&dev->async_link);
+  rmx_list_init(&dev->async_inbox);
+  snprintf(dev->name, sizeof(dev->name), "%s", ibv_get_device_name(verbs->device));
+  if (ibv_query_device(verbs, &dev->attr) || !(dev->pd = ibv_alloc_pd(verbs)) ||
+      !(dev->chan = ibv_create_comp_channel(verbs)) || vb_set_nonblock(dev->chan->fd) ||
+      vb_set_nonblock(verbs->async_fd))
+    goto err;
+  dev->cq_size = dev->attr.max_cqe < 4096 ? dev->attr.max_cqe : 4096;
+  if (!(dev->cq = ibv_create_cq(verbs, dev->cq_size, dev, dev->chan, 0)) ||
+      ibv_req_notify_cq(dev->cq, 0))
+    goto err;
+  dev->cq_size = dev->cq->cqe;
+  uv_poll_init(tp->loop, &dev->chan_poll, dev->chan->fd);
+  dev->chan_poll.data = dev;
+  dev->handles = 1;
+  if (!tp->polling)
+    uv_poll_start(&dev->chan_poll, UV_READABLE, vb_cq_event);
+  uv_unref((uv_handle_t *)&dev->chan_poll);
+  vb_async_open(dev);
+  tp->handles += dev->handles;
+  rmx_list_push(&tp->devs, &dev->link);
+  tp->dev = dev;
+  *out = dev;
+  RMX_TP_LOG(tp->env, INFO, "rdma: using %s (max inline asked %d, CQ %d)", dev->name,
+          VB_INLINE_WANT, dev->cq_size);
+  return 0;
+err:
+  RMX_TP_LOG(tp->env, ERROR, "rdma: cannot set up device %s: %s", dev->name, strerror(errno));
+  vb_dev_release(dev);
+  return RMX_ENODEV;
+}

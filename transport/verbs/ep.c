@@ -1,0 +1,206 @@
+/*
+ * A connection's end, whatever ends it: failure (told to the owner once),
+ * close, the drain that makes a close safe (every work request posted is
+ * seen completed before the QP and its memory go away), reaping, and the
+ * parking of a QP's memory when the drain cannot start. Also where the
+ * owner hears of an operation's end (vb_slot_fire).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verbs.h"
+
+void vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
+              const void *data, size_t len)
+{
+  rmx_tp_ev_t ev = {.type = t, .status = status, .op = op, .data = data, .len = len};
+  tc->tp->env->event(tc->owner, &ev);
+}
+
+void vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status)
+{
+  uint8_t kind = s->kind;
+  void *op = s->op;
+  s->kind = SLOT_FREE;
+  if (!tc->owner)
+    return;
+  if (kind == SLOT_SEND)
+    vb_raise(tc, RMX_TP_EV_SEND, status, op, NULL, 0);
+  else if (kind == SLOT_READ)
+    vb_raise(tc, RMX_TP_EV_READ, status, op, NULL, 0);
+  else if (kind == SLOT_WRITE)
+    vb_raise(tc, RMX_TP_EV_WRITE, status, op, NULL, 0);
+  else if (kind == SLOT_ATOMIC) {
+    if (status == 0)
+      memcpy(s->old, s->bounce, 8);
+    vb_raise(tc, RMX_TP_EV_ATOMIC, status, op, NULL, 0);
+  }
+}
+
+void vb_fail_slots(struct rmx_tp_conn *tc)
+{
+  while (tc->tail != tc->head)
+    vb_slot_fire(tc, &tc->slots[tc->tail++ % tc->sq_depth], RMX_ECANCELED);
+}
+
+/* The QP alone: no completion is added for it after this returns, but
+ * those already in the CQ stay there, naming its slots and buffers. */
+void vb_qp_destroy_qp(struct rmx_tp_conn *tc)
+{
+  if (tc->qp) {
+    rdma_destroy_qp(tc->id);
+    tc->qp = NULL;
+    tc->dev->cq_used -= (int)(tc->sq_depth + tc->rx_count + 2);
+  }
+}
+
+/* The QP and its memory: only once no completion for it can be polled. */
+void vb_qp_destroy(struct rmx_tp_conn *tc)
+{
+  vb_qp_destroy_qp(tc);
+  if (tc->rx_mr && ibv_dereg_mr(tc->rx_mr))
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: deregistering receive buffers failed");
+  tc->rx_mr = NULL;
+  free(tc->rx_mem);
+  free(tc->slots);
+  free(tc->rx);
+  tc->rx_mem = NULL;
+  tc->slots = NULL;
+  tc->rx = NULL;
+}
+
+/* ---- the drain ---- */
+
+/* Move the QP to the error state: every posted request completes, flushed.
+ * A marker on the send queue completes after all earlier sends; receives
+ * are counted down to zero. */
+static int drain_start(struct rmx_tp_conn *tc)
+{
+  struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+  struct ibv_send_wr *bad;
+
+  tc->chain = tc->chain_last = NULL; /* never posted: failed with the ring */
+  if (ibv_modify_qp(tc->qp, &attr, IBV_QP_STATE) != 0)
+    return RMX_EIO;
+  tc->drain_slot.wr = (struct ibv_send_wr){.wr_id = (uintptr_t)&tc->drain_slot,
+                                           .opcode = IBV_WR_SEND,
+                                           .send_flags = IBV_SEND_SIGNALED};
+  if (ibv_post_send(tc->qp, &tc->drain_slot.wr, &bad) != 0)
+    return RMX_EIO;
+  tc->state = VC_DRAINING;
+  return 0;
+}
+
+void vb_check_drained(struct rmx_tp_conn *tc)
+{
+  if (tc->drain_send_seen && tc->rx_posted == 0 && tc->state == VC_DRAINING) {
+    vb_fail_slots(tc);
+    tc->state = VC_DONE;
+    vb_kick(tc->tp);
+  }
+}
+
+/* ---- reaping ---- */
+
+/*
+ * A QP whose drain could not start was destroyed with completions possibly
+ * still in the shared CQ (flushed, or finished just before), and those name
+ * its slots and receive buffers through wr_id. Its memory (tc, slots,
+ * buffers) stays parked, owner-less and closing, so on_wc finds a
+ * connection that ignores them, until a poll of the CQ that began after the
+ * destroy has found it empty: nothing more can come for it then. The idle
+ * handler polls while anything is parked; tp_free frees what is left (no
+ * poll happens after fini, and the CQ goes with the device).
+ */
+void vb_parked_sweep(struct rmx_tp *tp, int all)
+{
+  rmx_list_t *n, *next;
+  for (n = tp->parked.next; n != &tp->parked; n = next) {
+    next = n->next;
+    struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, link);
+    if (all || tc->dev->cq_empty_gen != tc->park_gen) {
+      rmx_list_del(&tc->link);
+      vb_qp_destroy(tc); /* the memory; the QP is long gone */
+      free(tc);
+    }
+  }
+}
+
+static void tc_timer_closed(uv_handle_t *h)
+{
+  struct rmx_tp_conn *tc = h->data;
+  struct rmx_tp *tp = tc->tp;
+  if (tc->owner)
+    vb_raise(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
+  tc->owner = NULL; /* the core's handle is gone */
+  if (tc->undrained && tc->slots) {
+    rmx_list_push(&tp->parked, &tc->link);
+    vb_kick(tp);
+  } else {
+    free(tc);
+  }
+  vb_tp_unlive(tp);
+}
+
+/* Drained (or never had a QP, or could not be drained): release
+ * everything, then CLOSED. */
+void vb_conn_reap(struct rmx_tp_conn *tc)
+{
+  if (tc->reaped)
+    return;
+  tc->reaped = 1;
+  if (tc->undrained && tc->qp) {
+    /* The QP may still be live (it never reached the error state): destroy
+     * it before reporting its operations, whose buffers their owners may
+     * free as soon as they hear. */
+    vb_qp_destroy_qp(tc);
+    tc->park_gen = tc->dev->cq_empty_gen;
+    vb_fail_slots(tc);
+  } else {
+    vb_fail_slots(tc);
+    vb_qp_destroy(tc);
+  }
+  if (tc->id && rdma_destroy_id(tc->id))
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
+  tc->id = NULL;
+  rmx_list_del(&tc->link);
+  rmx_list_del(&tc->repost_link);
+  uv_close((uv_handle_t *)&tc->timer, tc_timer_closed);
+}
+
+/* ---- close and failure ---- */
+
+void vb_close(struct rmx_tp_conn *tc)
+{
+  if (tc->closing)
+    return;
+  tc->closing = 1;
+  uv_timer_stop(&tc->timer);
+  if (tc->qp) {
+    if (tc->established)
+      rdma_disconnect(tc->id); /* tells the peer; the QP goes to error */
+    if (drain_start(tc) == 0) {
+      vb_kick(tc->tp); /* poll mode drains from the idle handler */
+      return;
+    }
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: cannot drain QP 0x%x; destroying it, its memory kept "
+            "until the completion queue is clear of it", tc->qp->qp_num);
+    tc->undrained = 1;
+  }
+  tc->state = VC_DONE;
+  vb_kick(tc->tp);
+}
+
+/* I/O is over: tell the owner once (it will close), or close. */
+void vb_fail(struct rmx_tp_conn *tc, int status)
+{
+  if (tc->dead || tc->closing)
+    return;
+  tc->dead = 1;
+  uv_timer_stop(&tc->timer);
+  if (tc->owner)
+    vb_raise(tc, RMX_TP_EV_DISCONNECTED, status, NULL, NULL, 0);
+  else
+    vb_close(tc);
+}
