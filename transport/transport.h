@@ -10,9 +10,12 @@
  * found in the registry (src/registry.c).
  *
  * Rules every transport keeps:
- * - No op blocks on a peer or on the network. Ops that may block on the
- *   local kernel say so (mem_reg pins pages; connect resolves a route with
- *   rdma_cm). Everything else returns at once.
+ * - No op blocks on a peer or on the network. Some block briefly on the
+ *   local kernel: mem_reg and mem_dereg (verbs pins and unpins pages),
+ *   listen (verbs opens the device), accept (verbs creates the QP and
+ *   registers its receive buffers), connect (verbs starts address
+ *   resolution), fini (verbs may join its async event thread). Everything
+ *   else returns at once.
  * - No op calls back into the core from inside itself; events are raised
  *   from the event loop (libuv callbacks), never synchronously. Exception:
  *   close() may be called from inside an event handler and must cope.
@@ -21,8 +24,13 @@
  *   before RMX_TP_EV_CLOSED. After DISCONNECTED, what is still posted may
  *   complete either way until close(): sends already queued on a TCP socket
  *   can still succeed, and at close() the rest fail with RMX_ECANCELED (the
- *   core reports the connection's error for them). An op that returns an
- *   error was not posted and is never reported.
+ *   core reports the connection's error for them). On verbs the QP may
+ *   stay connected until close(): posted ops may still complete with 0 and
+ *   the peer's remote accesses may still be served, so the core closes a
+ *   connection as soon as it is reported down. At close() each posted op
+ *   reports how it really ended (0, its error, or RMX_ECANCELED when it
+ *   was flushed). An op that returns an error was not posted and is never
+ *   reported.
  * - Ops a transport lacks are stubs returning RMX_ENOTSUP, never NULL.
  * - Errors are converted to RMX_E* at the transport edge.
  * - Memory named by an op (sge, dst, src, old) belongs to the caller and
@@ -33,8 +41,9 @@
  *   data, 56 bytes, 196 in an accept; TCP: 256 both ways).
  * - max_io: longest single read or write; the core splits longer ones.
  * - keys: TCP keys are 64 random bits; verbs keys are the 32-bit rkey.
- * - RMX_TP_F_LOCAL_REG: local buffers of read/write/send (other than small
- *   frames sent inline) must be registered (verbs).
+ * - RMX_TP_F_LOCAL_REG: local buffers of read/write/send must be
+ *   registered (verbs), except small frames the transport sends inline or
+ *   copies (up to 64 bytes) and writes up to its inline size.
  */
 #ifndef RMX_TRANSPORT_H
 #define RMX_TRANSPORT_H
@@ -98,14 +107,15 @@ typedef struct rmx_tp_ev {
 
 /*
  * What the core hands a transport at init: all the transport knows of it.
- * The pointers stay valid until fini() returns; a transport whose instance
- * outlives fini (sockets still closing) must not touch env after it.
- * Owners are the core's objects, opaque here: the transport only passes
- * them back.
+ * A transport keeps its own copy. cfg stays valid until fini() returns; an
+ * instance that outlives fini (sockets or QPs still closing) may still log
+ * (log_level is a copy) and raise no event. Owners are the core's objects,
+ * opaque here: the transport only passes them back.
  */
 typedef struct rmx_tp_env {
   struct uv_loop_s *loop;   /* the context's loop: every event comes from it */
-  const rmx_config_t *cfg;  /* read only: log level, timeouts, limits */
+  const rmx_config_t *cfg;  /* read only, until fini: timeouts, limits */
+  rmx_log_level_t log_level; /* the context's, for RMX_TP_LOG */
   /* An event for the connection whose owner was given to connect/accept. */
   void (*event)(void *conn_owner, const rmx_tp_ev_t *ev);
   /* A peer asks to connect to the listener of listener_owner and presented
@@ -115,7 +125,7 @@ typedef struct rmx_tp_env {
 } rmx_tp_env_t;
 
 /* Log through the base logger at the context's level. */
-#define RMX_TP_LOG(env, lvl, ...) RMX_LOG_AT((env)->cfg->log_level, lvl, __VA_ARGS__)
+#define RMX_TP_LOG(env, lvl, ...) RMX_LOG_AT((env)->log_level, lvl, __VA_ARGS__)
 
 /* Transport traits. */
 enum {
@@ -147,7 +157,9 @@ typedef struct rmx_tp_ops {
 
   /* Bind and listen on sa. Incoming peers go to env->incoming(owner, ...).
    * Errors: RMX_EADDRINUSE, RMX_EADDRNOTAVAIL, RMX_EACCES, RMX_EINVAL,
-   * RMX_ENODEV (verbs: no device on that address), RMX_ENOMEM, RMX_EIO. */
+   * RMX_ENODEV (verbs: no device on that address), RMX_ENOTSUP (verbs: the
+   * address's device is not the one this context uses), RMX_ENOMEM,
+   * RMX_EIO. */
   int (*listen)(rmx_tp_t *tp, const struct sockaddr *sa, void *owner, rmx_tp_listener_t **out);
   /* The bound address (the port chosen when sa asked for port 0). */
   int (*listen_addr)(rmx_tp_listener_t *l, struct sockaddr_storage *ss);
@@ -160,13 +172,15 @@ typedef struct rmx_tp_ops {
    * ESTABLISHED (with the peer's hello) or DISCONNECTED follows, from the
    * loop. May block briefly on the local kernel (verbs resolves a route).
    * Errors (nothing follows): RMX_EINVAL (hello too long, bad address),
-   * RMX_ENOMEM, RMX_ENODEV, RMX_ENETUNREACH, RMX_EADDRNOTAVAIL, RMX_EACCES,
-   * RMX_EIO. */
+   * RMX_ENOMEM, RMX_ENODEV, RMX_ENETUNREACH, RMX_EHOSTUNREACH,
+   * RMX_EADDRNOTAVAIL, RMX_EACCES, RMX_EAGAIN, RMX_EIO. */
   int (*connect)(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
                  void *owner, rmx_tp_conn_t **out);
   /* Answer an incoming request (inside env->incoming) with our hello;
    * ESTABLISHED or DISCONNECTED follows. On error the core calls reject().
-   * Errors: RMX_EINVAL (hello too long), RMX_ENOMEM, RMX_EIO. */
+   * Errors: RMX_EINVAL (hello too long), RMX_ENOMEM, RMX_EMEMLOCK and
+   * RMX_EACCES (verbs: registering the receive buffers), RMX_ENODEV,
+   * RMX_EIO. */
   int (*accept)(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len);
   /* Refuse an incoming request with a status the peer's connect reports;
    * the transport frees tc, and raises no event for it. */
@@ -197,7 +211,9 @@ typedef struct rmx_tp_ops {
   /* Write len (<= max_io) bytes from src at the peer's raddr. With imm
    * non-NULL the peer gets an IMM event after the data, and one of its
    * receive buffers is used. Errors as for send, and RMX_EMSGSIZE for
-   * len > max_io. */
+   * len > max_io (verbs: more chunks of the port's largest message than its
+   * send ring holds; it answers RMX_EAGAIN until the ring has room for all
+   * of an operation's chunks). */
   int (*write)(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
                uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
   /* An 8-byte atomic at raddr (8-byte aligned); *old is written before an
@@ -211,8 +227,9 @@ typedef struct rmx_tp_ops {
   /* Start everything queued since the last flush (one doorbell). */
   void (*flush)(rmx_tp_conn_t *tc);
   /* The core has accepted the peer (authenticated, when configured): its
-   * remote reads, writes and atomics may be served from now on. Called
-   * once, after ESTABLISHED; never calls back. */
+   * remote reads, writes and atomics may be served from now on (TCP; verbs
+   * cannot hold them back and serves them from connection time, see
+   * docs/security.md). Called once, after ESTABLISHED; never calls back. */
   void (*ready)(rmx_tp_conn_t *tc);
 
   /* Register [addr, addr+len) with RMX_TP_ACC_* rights. scope non-NULL: only
@@ -220,8 +237,10 @@ typedef struct rmx_tp_ops {
    * transport can enforce it: TCP does; verbs cannot, see docs/security.md);
    * NULL: any peer of this instance that holds the key. May block (verbs
    * pins pages). Keys are unguessable where the transport makes them.
-   * Errors: RMX_ENOMEM, RMX_EMEMLOCK (the locked-memory limit), RMX_EACCES,
-   * RMX_EIO, RMX_ENODEV (verbs: no device opened yet). */
+   * Errors: RMX_ENOMEM, RMX_EMEMLOCK (the locked-memory limit; verbs
+   * reports any pinning failure so while the limit is finite), RMX_EACCES,
+   * RMX_EINVAL, RMX_EAGAIN, RMX_EIO, RMX_ENODEV (verbs: no device opened
+   * yet). */
   int (*mem_reg)(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_conn_t *scope,
                  rmx_tp_mem_t **out);
   /* Release a registration. After it returns the transport never touches
@@ -231,7 +250,9 @@ typedef struct rmx_tp_ops {
    * connection stays; a TCP read answer still queued on a socket cuts that
    * connection: the initiator's READ fails with RMX_ECANCELED and it sees
    * RMX_ECONNRESET; verbs: a remote access error, which ends that
-   * connection). Never blocks on a peer. */
+   * connection). Never blocks on a peer. Should the device refuse to
+   * deregister (verbs), that is logged and the key stays valid: a known
+   * gap, not a promise. */
   void (*mem_dereg)(rmx_tp_mem_t *m);
   /* The key a peer names this registration by (valid until mem_dereg). */
   uint64_t (*mem_rkey)(const rmx_tp_mem_t *m);

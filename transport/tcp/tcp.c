@@ -166,7 +166,8 @@ static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   rmx_tp_t *tp = calloc(1, sizeof(*tp));
   if (!tp)
     return RMX_ENOMEM;
-  tp->env = env;
+  tp->env_copy = *env;
+  tp->env = &tp->env_copy;
   tp->loop = env->loop;
   tp->up = &up;
   rmx_list_init(&tp->free_w);

@@ -113,7 +113,8 @@ typedef struct tcp_up {
 } tcp_up_t;
 
 struct rmx_tp {
-  const rmx_tp_env_t *env;
+  const rmx_tp_env_t *env; /* = &env_copy */
+  rmx_tp_env_t env_copy;
   uv_loop_t *loop;
   const tcp_up_t *up;
   rmx_list_t free_w, free_rd, free_srv;

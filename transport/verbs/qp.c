@@ -128,7 +128,10 @@ static void repost(struct rmx_tp_conn *tc)
       count--; /* these never reached the QP */
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: ibv_post_recv on QP 0x%x failed: %s", tc->qp->qp_num,
             strerror(rc));
-    vb_fail(tc, vb_err_from_errno(rc));
+    /* Possibly inside a core call (flush): report from the loop, as a
+     * failed post_send is. */
+    tc->fail_status = vb_err_from_errno(rc);
+    vb_kick(tc->tp);
   }
   tc->rx_posted += count;
 }

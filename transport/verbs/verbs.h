@@ -131,7 +131,8 @@ struct rmx_tp_mem {
 };
 
 struct rmx_tp {
-  const rmx_tp_env_t *env;
+  const rmx_tp_env_t *env; /* = &env_copy */
+  rmx_tp_env_t env_copy;
   uv_loop_t *loop;
   struct rdma_event_channel *ech;
   uv_poll_t ech_poll;
