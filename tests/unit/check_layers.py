@@ -6,11 +6,14 @@ The layer boundaries of rmx, checked from the built objects and the sources
 1. src/base references nothing of rmx outside src/base.
 2. A transport (transport/<name>/) references no rmx symbol outside src/base
    and its own folder, and includes no rmx header outside src/base,
-   transport/ and include/ (its depfiles say what it included).
+   transport/transport.h, its own folder and include/rmx (read from its
+   sources, and from its depfiles where the generator keeps them).
 3. The core (src/, outside base) reaches a transport only through the
    registry: no core object but src/registry references a transport symbol.
-4. No call cycle joins more than two files, and none joins two layers
-   (an arrow A -> B wherever A's object references a symbol B defines).
+4. A core file calls by name only files of its own folder or of a lower
+   rank (RANK below): every call upwards goes through an upcall or an op
+   class. No call cycle joins more than two files. (An arrow A -> B
+   wherever A's object references, weakly or not, a symbol B defines.)
 5. Examples, bench and the conformance suite include only <rmx/rmx.h>,
    <uv.h>, system headers and headers of their own folder.
 6. No C source or header of the project is longer than 600 lines: a file
@@ -41,7 +44,14 @@ def layer(name):
         return 'transport/' + parts[1]
     if parts[0] == 'src' and len(parts) > 2:
         return 'src/' + parts[1]
-    return 'src'  # the top of the core: context, runtime, registry, rpc, rma
+    if name == 'src/registry':
+        return name  # names the transports and nothing of the core
+    return 'src'  # the top of the core: context, rpc, rma, devices
+
+
+# The core's layers, bottom up (docs/architecture.md).
+RANK = {'src/base': 0, 'src/registry': 1, 'src/mem': 1, 'src/rt': 2, 'src/msg': 3, 'src/conn': 4,
+        'src': 5}
 
 
 defs, refs = {}, {}
@@ -53,7 +63,7 @@ for obj in objects:
         f = line.split()
         if len(f) < 2:
             continue
-        if f[1] == 'U':
+        if f[1] in ('U', 'w', 'v'):  # undefined, strong or weak
             refs[name].add(f[0])
         elif f[1] in 'TDBRVWC':
             defs[f[0]] = name
@@ -72,6 +82,8 @@ for a, syms in refs.items():
             if (not la.startswith('transport/') and lb.startswith('transport/')
                     and a != 'src/registry'):
                 breaches.append(f'{a} reaches transport {b} ({s}) outside the registry')
+            if la in RANK and lb in RANK and la != lb and RANK[lb] >= RANK[la]:
+                breaches.append(f'{a} calls {s} of {b} by name, a layer not below it')
 
 # 4. strongly connected components (Tarjan), iteratively.
 index, low, on, stack, comps, counter = {}, {}, set(), [], [], [0]
@@ -114,43 +126,78 @@ for comp in comps:
     elif len(comp) == 2 and layer(comp[0]) != layer(comp[1]):
         breaches.append('call cycle across layers: ' + ' '.join(comp))
 
-# 2. what the transports included, from their depfiles.
-allowed_under = [os.path.join(src_dir, d) + os.sep
-                 for d in ('src/base', 'transport', 'include')]
-for obj in objects:
-    name = rel_source(obj)
-    if not name.startswith('transport/'):
-        continue
-    try:
-        deps = open(obj + '.d').read()
-    except OSError:
-        breaches.append(f'{name}: no depfile next to {obj}')
-        continue
-    for dep in re.split(r'[\s\\]+', deps):
-        dep = os.path.realpath(dep) if dep.endswith('.h') else ''
-        if dep.startswith(src_dir + os.sep) and not any(dep.startswith(p) for p in allowed_under):
-            breaches.append(f'{name} includes {os.path.relpath(dep, src_dir)}')
 
-# 5. the public-API-only programs.
+# 1, 2. what base and the transports include: every rmx header must lie
+# where their layer may look.
+def allowed_headers(folder):
+    own = [os.path.join(src_dir, folder) + os.sep, os.path.join(src_dir, 'src/base') + os.sep,
+           os.path.join(src_dir, 'include/rmx') + os.sep]
+    return own + ([os.path.join(src_dir, 'transport/transport.h')]
+                  if folder.startswith('transport/') else [])
+
+
+def include_breach(who, header, folder):
+    header = os.path.realpath(header)
+    if header.startswith(src_dir + os.sep) and \
+            not any(header == p or header.startswith(p) for p in allowed_headers(folder)):
+        breaches.append(f'{who} includes {os.path.relpath(header, src_dir)}')
+
+
 include_re = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
-for folder in ('examples', 'bench', 'tests/conformance'):
+guarded = ['src/base'] + ['transport/' + d for d in sorted(os.listdir(os.path.join(src_dir, 'transport')))
+                          if os.path.isdir(os.path.join(src_dir, 'transport', d))]
+for folder in guarded:
     root = os.path.join(src_dir, folder)
     for fn in sorted(os.listdir(root)):
         if not fn.endswith(('.c', '.h')):
             continue
-        for lineno, line in enumerate(open(os.path.join(root, fn)), 1):
+        for line in open(os.path.join(root, fn), errors='replace'):
             m = include_re.match(line)
-            if not m:
+            if m and m.group(1) == '"':
+                include_breach(f'{folder}/{fn}', os.path.join(root, m.group(2)), folder)
+            elif m:
+                for base in (os.path.join(src_dir, 'include'), os.path.join(src_dir, 'src')):
+                    if os.path.exists(os.path.join(base, m.group(2))):
+                        include_breach(f'{folder}/{fn}', os.path.join(base, m.group(2)), folder)
+# The depfiles (Makefile generators keep them) also see headers included
+# through other headers.
+for obj in objects:
+    name = rel_source(obj)
+    if not (name.startswith('transport/') or name.startswith('src/base/')):
+        continue
+    try:
+        deps = open(obj + '.d').read()
+    except OSError:
+        continue  # Ninja keeps them in its own log: the source scan above stands
+    for dep in re.split(r'[\s\\]+', deps):
+        if dep.endswith('.h'):
+            include_breach(name, dep, layer(name) if name.startswith('transport/') else 'src/base')
+
+# 5. the public-API-only programs.
+macro_include = re.compile(r'^\s*#\s*include\s+[A-Za-z_]')
+for folder in ('examples', 'bench', 'tests/conformance'):
+    for dirpath, _, files in os.walk(os.path.join(src_dir, folder)):
+        for fn in sorted(files):
+            if not fn.endswith(('.c', '.h')):
                 continue
-            kind, hdr = m.groups()
-            ok = (hdr in ('rmx/rmx.h', 'uv.h') or
-                  (kind == '"' and os.path.exists(os.path.join(root, hdr)) and '/' not in hdr) or
-                  (kind == '<' and not hdr.startswith('rmx/')))
-            if kind == '<' and hdr.split('/')[0] in ('infiniband', 'rdma') and \
-                    fn != 'fault_qp_err.c':
-                ok = False  # a program of the public API does not speak verbs
-            if not ok:
-                breaches.append(f'{folder}/{fn}:{lineno} includes {hdr}')
+            here = os.path.relpath(dirpath, src_dir)
+            for lineno, line in enumerate(open(os.path.join(dirpath, fn), errors='replace'), 1):
+                if macro_include.match(line):
+                    breaches.append(f'{here}/{fn}:{lineno} includes through a macro')
+                    continue
+                m = include_re.match(line)
+                if not m:
+                    continue
+                kind, hdr = m.groups()
+                in_tree = any(os.path.exists(os.path.join(src_dir, d, hdr)) for d in ('include', 'src'))
+                ok = (hdr in ('rmx/rmx.h', 'uv.h') or
+                      (kind == '"' and os.path.exists(os.path.join(dirpath, hdr)) and '/' not in hdr) or
+                      (kind == '<' and '..' not in hdr and not in_tree and not hdr.startswith('rmx/')))
+                if kind == '<' and hdr.split('/')[0] in ('infiniband', 'rdma') and \
+                        fn != 'fault_qp_err.c':
+                    ok = False  # a program of the public API does not speak verbs
+                if not ok:
+                    breaches.append(f'{here}/{fn}:{lineno} includes {hdr}')
 
 # 6. file sizes.
 for folder in ('include', 'src', 'transport', 'examples', 'bench', 'tests'):

@@ -191,7 +191,7 @@ static void tp_free(rmx_tp_t *tp)
     free(rmx_container_of(n, srv_t, link));
   for (int i = 0; i < MEM_BUCKETS; i++)
     while ((n = rmx_list_pop(&tp->mem[i])) != NULL) {
-      if (tp->warn) /* tp->env may be gone: the instance can outlive it */
+      if (tp->warn) /* the context (env->cfg) may be gone: the instance can outlive it */
         rmx__log(RMX_LOG_WARN, "tcp: a registration was never released");
       free(rmx_container_of(n, rmx_tp_mem_t, link));
     }
