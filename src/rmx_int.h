@@ -172,7 +172,7 @@ typedef struct rmx__op {
   uint8_t frame[RMX_WIRE_CTRL_MAX];
 } rmx__op_t;
 
-/* ---- credits (src/credit.c): pure bookkeeping, no I/O ---- */
+/* ---- credits (src/msg/credit.c): pure bookkeeping, no I/O ---- */
 /* A credit is one free receive buffer at the peer (docs/protocol.md). */
 typedef struct rmx__credit {
   uint32_t credits;       /* frames we may still send */
@@ -247,7 +247,7 @@ typedef enum {
   RMX_CS_RESOLVING,   /* active: looking up the host */
   RMX_CS_CONNECTING,  /* active: transport handshake */
   RMX_CS_ACCEPTING,   /* passive: accepted, waiting for ESTABLISHED */
-  RMX_CS_AUTH,        /* transport up, authentication frames in flight (src/auth.c) */
+  RMX_CS_AUTH,        /* transport up, authentication frames in flight (src/conn/auth.c) */
   RMX_CS_ESTABLISHED,
   RMX_CS_DOWN,        /* disconnected or closing: no new I/O */
 } rmx__conn_state_t;
@@ -268,7 +268,7 @@ struct rmx_listener {
   rmx__ratelimit_t rl_full;
 };
 
-/* Peer authentication of one connection (src/auth.c): the transcript both
+/* Peer authentication of one connection (src/conn/auth.c): the transcript both
  * proofs cover, and the deadline while its AUTH / AUTH_OK is awaited. */
 typedef struct rmx__auth_conn {
   uint8_t on;        /* this connection authenticates */
@@ -368,14 +368,14 @@ struct rmx_ctx {
   rmx_list_t deadlines; /* RPC calls with a timeout, soonest first */
   uv_timer_t rpc_timer;
   rmx_list_t free_calls, free_reqs;
-  /* peer authentication (src/auth.c) */
+  /* peer authentication (src/conn/auth.c) */
   int auth_on;             /* a secret is configured: every connection authenticates */
   uint8_t auth_key[32];    /* derived from the secret; wiped at destroy */
   rmx_list_t authing;      /* connections in RMX_CS_AUTH, oldest first */
   uv_timer_t auth_timer;
 };
 
-/* ---- the runtime (src/rt.c): deferred work, ops, connection references ---- */
+/* ---- the runtime (src/rt/rt.c): deferred work, ops, connection references ---- */
 rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind);
 void rmx__op_put(rmx__op_t *op);
 /* The only way a connection's reference count moves: every op, RPC call
@@ -387,7 +387,7 @@ void rmx__conn_release(rmx_conn_t *c);
 void rmx__op_done(rmx_conn_t *c, rmx__op_t *op, int status);
 void rmx__op_fail(rmx__op_t *op, int status);
 
-/* ---- the connection object (src/conn.c): states, the one way down, free ---- */
+/* ---- the connection object (src/rt/conn.c): states, the one way down, free ---- */
 rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi);
 /* The connection stops carrying traffic: status 0 for an orderly close by
  * the peer. Safe to call more than once; the first cause wins. */
@@ -398,7 +398,7 @@ void rmx__conn_close_watch(rmx_conn_t *c);   /* an orderly close with a deadline
 void rmx__conn_close_expired(rmx_ctx_t *ctx);
 void rmx__listener_unref(rmx_listener_t *l);
 
-/* ---- connection set-up (src/connect.c) ---- */
+/* ---- connection set-up (src/conn/connect.c) ---- */
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
 void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev);
 void rmx__conn_ready(rmx_conn_t *c);
@@ -406,7 +406,7 @@ void rmx__conn_ready(rmx_conn_t *c);
 void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/event.c */
 void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
 
-/* ---- the send scheduler (src/sched.c): queues, posting, control frames ---- */
+/* ---- the send scheduler (src/msg/sched.c): queues, posting, control frames ---- */
 void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer);
 /* Send what credits allow: control frames, one-sided ops, messages. */
 void rmx__msg_progress(rmx_conn_t *c);
@@ -422,7 +422,7 @@ void rmx__msg_sent(rmx_conn_t *c, int status);
 int rmx__op_status(rmx_conn_t *c, int status);
 extern const rmx__op_class_t rmx__ctrl_class;
 
-/* ---- sending messages (src/send.c): eager and rendezvous ---- */
+/* ---- sending messages (src/msg/send.c): eager and rendezvous ---- */
 int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, uint8_t rpc_flag,
                   const rmx_wire_rpc_t *rpc, rmx_send_cb cb, void *arg, int *rndv);
 /* The peer's FIN for one of our rendezvous messages: 0, or RMX_EPROTO. */
@@ -432,7 +432,7 @@ int rmx__op_reg(rmx_conn_t *c, rmx__op_t *op, const void *addr, size_t len, unsi
 void rmx__op_unreg(rmx_conn_t *c, rmx__op_t *op);
 extern const rmx__op_class_t rmx__send_class;
 
-/* ---- receiving messages (src/recv.c): in order, rendezvous reads ---- */
+/* ---- receiving messages (src/msg/recv.c): in order, rendezvous reads ---- */
 void rmx__msg_recv(rmx_conn_t *c, const void *frame, size_t len);
 void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused);
 void rmx__msg_fail_all(rmx_conn_t *c, int status);
@@ -450,7 +450,7 @@ void rmx__rpc_ctx_fini(rmx_ctx_t *ctx);
 void rmx__rma_progress(rmx_conn_t *c);
 extern const rmx__op_class_t rmx__rma_class;
 
-/* ---- memory (src/mem) ---- */
+/* ---- memory (src/mem/) ---- */
 /* Decode a packed remote key (docs/protocol.md) and pick the entry of the
  * transport wire_id: 0, RMX_EINVAL (malformed or damaged), RMX_EVERSION,
  * RMX_ENOENT (no entry for that transport). tpi is left to the caller. */
@@ -458,7 +458,7 @@ int rmx__rkey_decode(const void *blob, size_t len, uint8_t wire_id, rmx_rkey_t *
 int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_mem_t *given,
                    rmx_tp_mem_t **mem, rmx__rc_entry_t **cached);
 
-/* ---- peer authentication (src/auth.c) ---- */
+/* ---- peer authentication (src/conn/auth.c) ---- */
 #define RMX_AUTH_HELLO_MAX RMX_WIRE_HELLO_AUTH_ACCEPT_LEN /* longest hello we send */
 /* RMX_AUTH_SECRET_FILE into cfg->auth_secret: 0 or RMX_EINVAL (logged). */
 int rmx__auth_config(rmx_config_t *cfg);

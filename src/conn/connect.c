@@ -2,7 +2,7 @@
  * Connection set-up and close from the API: listen, connect, accept, the
  * handshake (hello checks, authentication's place in it), the hand-over
  * to the application, and the orderly close. The connection object and
- * its way down are src/conn.c.
+ * its way down are src/rt/conn.c.
  */
 #include <netdb.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * The progress engine's core side: every transport event enters here and
  * goes to the layer that owns it. The transports own the waiting (libuv
  * readiness for TCP, completion channels for verbs); completions of ops go
- * to the op's class (src/rt.c), so this file knows no op's insides.
+ * to the op's class (src/rt/rt.c), so this file knows no op's insides.
  */
 #include "rmx_int.h"
 
