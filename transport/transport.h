@@ -107,14 +107,15 @@ typedef struct rmx_tp_ev {
 
 /*
  * What the core hands a transport at init: all the transport knows of it.
- * A transport keeps its own copy. cfg stays valid until fini() returns; an
- * instance that outlives fini (sockets or QPs still closing) may still log
- * (log_level is a copy) and raise no event. Owners are the core's objects,
- * opaque here: the transport only passes them back.
+ * The pointers are valid until fini() returns; a transport keeps its own
+ * copy of env and of *cfg, so an instance that outlives fini (sockets or
+ * QPs still closing) may still read its configuration and log, and raises
+ * no event. Owners are the core's objects, opaque here: the transport only
+ * passes them back.
  */
 typedef struct rmx_tp_env {
   struct uv_loop_s *loop;   /* the context's loop: every event comes from it */
-  const rmx_config_t *cfg;  /* read only, until fini: timeouts, limits */
+  const rmx_config_t *cfg;  /* read only: timeouts, limits (copy it) */
   rmx_log_level_t log_level; /* the context's, for RMX_TP_LOG */
   /* An event for the connection whose owner was given to connect/accept. */
   void (*event)(void *conn_owner, const rmx_tp_ev_t *ev);

@@ -166,7 +166,9 @@ static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   rmx_tp_t *tp = calloc(1, sizeof(*tp));
   if (!tp)
     return RMX_ENOMEM;
+  tp->cfg_copy = *env->cfg; /* the instance may outlive the context */
   tp->env_copy = *env;
+  tp->env_copy.cfg = &tp->cfg_copy;
   tp->env = &tp->env_copy;
   tp->loop = env->loop;
   tp->up = &up;
@@ -191,8 +193,7 @@ static void tp_free(rmx_tp_t *tp)
     free(rmx_container_of(n, srv_t, link));
   for (int i = 0; i < MEM_BUCKETS; i++)
     while ((n = rmx_list_pop(&tp->mem[i])) != NULL) {
-      if (tp->warn) /* the context (env->cfg) may be gone: the instance can outlive it */
-        rmx__log(RMX_LOG_WARN, "tcp: a registration was never released");
+      RMX_TP_LOG(tp->env, WARN, "tcp: a registration was never released");
       free(rmx_container_of(n, rmx_tp_mem_t, link));
     }
   free(tp);
@@ -209,7 +210,6 @@ static void tp_unlive(rmx_tp_t *tp)
 static void tcp_fini(rmx_tp_t *tp)
 {
   tp->finishing = 1;
-  tp->warn = tp->env->cfg->log_level >= RMX_LOG_WARN;
   if (tp->live == 0)
     tp_free(tp);
 }

@@ -114,7 +114,8 @@ typedef struct tcp_up {
 
 struct rmx_tp {
   const rmx_tp_env_t *env; /* = &env_copy */
-  rmx_tp_env_t env_copy;
+  rmx_tp_env_t env_copy;    /* its cfg points at cfg_copy */
+  rmx_config_t cfg_copy;
   uv_loop_t *loop;
   const tcp_up_t *up;
   rmx_list_t free_w, free_rd, free_srv;
@@ -123,7 +124,7 @@ struct rmx_tp {
   rmx_list_t conns; /* every rmx_tp_conn_t not yet freed */
   uint64_t next_serial;
   uint32_t live; /* listeners and connections not yet freed */
-  int finishing, warn;
+  int finishing;
   rmx__ratelimit_t rl_refused, rl_handshakes;
 };
 

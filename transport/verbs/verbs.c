@@ -118,7 +118,9 @@ static int vb_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   struct rmx_tp *tp = calloc(1, sizeof(*tp));
   if (!tp)
     return RMX_ENOMEM;
+  tp->cfg_copy = *env->cfg; /* the instance may outlive the context */
   tp->env_copy = *env;
+  tp->env_copy.cfg = &tp->cfg_copy;
   tp->env = &tp->env_copy;
   tp->loop = env->loop;
   tp->polling = cfg->progress == RMX_PROGRESS_POLL;

@@ -132,7 +132,8 @@ struct rmx_tp_mem {
 
 struct rmx_tp {
   const rmx_tp_env_t *env; /* = &env_copy */
-  rmx_tp_env_t env_copy;
+  rmx_tp_env_t env_copy;    /* its cfg points at cfg_copy */
+  rmx_config_t cfg_copy;
   uv_loop_t *loop;
   struct rdma_event_channel *ech;
   uv_poll_t ech_poll;
