@@ -43,6 +43,9 @@ static inline void rmx__defer_once(rmx_ctx_t *ctx, rmx__deferred_t *d)
 
 /* ---- buffer pool ---- */
 #define RMX_BUF_HEADROOM 64 /* room for a frame header before the payload */
+/* Where a DATA frame starts in a pool buffer: its header, then ext bytes
+ * (the RPC extension, if any), then the payload at rmx_buf_data(). */
+#define RMX_BUF_FRAME(b, ext) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN - (ext))
 #define RMX_POOL_MIN_SHIFT 8
 #define RMX_POOL_CLASSES 13 /* 256 B .. 1 MiB, doubling */
 
@@ -395,7 +398,6 @@ void rmx__conn_down(rmx_conn_t *c, int status);
 void rmx__conn_tp_close(rmx_conn_t *c);      /* close the transport (once) */
 void rmx__conn_closed(rmx_conn_t *c);        /* the transport's CLOSED */
 void rmx__conn_close_watch(rmx_conn_t *c);   /* an orderly close with a deadline */
-void rmx__conn_close_expired(rmx_ctx_t *ctx);
 void rmx__listener_unref(rmx_listener_t *l);
 
 /* ---- connection set-up (src/conn/connect.c) ---- */
@@ -403,7 +405,7 @@ void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
 void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev);
 void rmx__conn_ready(rmx_conn_t *c);
 /* The callbacks the transports are handed (rmx_tp_env_t). */
-void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/event.c */
+void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/conn/event.c */
 void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
 
 /* ---- the send scheduler (src/msg/sched.c): queues, posting, control frames ---- */

@@ -1,16 +1,13 @@
 /*
  * The send scheduler: the connection's queues (control frames, one-sided
  * operations, messages), posting what credits allow, control frames, and
- * credit returns. The credit rules themselves are src/credit.c.
+ * credit returns. The credit rules themselves are src/msg/credit.c.
  */
 #include <string.h>
 
 #include "rmx_int.h"
 
-/* Where an eager frame starts in its buffer: header, then the RPC extension
- * if any, then the payload at rmx_buf_data(). */
 #define EXT_LEN(op) ((op)->rpc_flag ? RMX_WIRE_RPC_LEN : 0)
-#define FRAME_HDR(b, ext) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN - (ext))
 
 void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer)
 {
@@ -54,7 +51,7 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
     return 0;
   }
   if (op->kind == RMX_OP_EAGER) {
-    uint8_t *hdr = FRAME_HDR(op->buf, EXT_LEN(op));
+    uint8_t *hdr = RMX_BUF_FRAME(op->buf, EXT_LEN(op));
     sge.mem = NULL;
     if ((c->ops->flags & RMX_TP_F_LOCAL_REG) &&
         (rc = rmx__buf_mem(c->ctx, op->buf, c->tpi, &sge.mem)) != 0)

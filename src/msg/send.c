@@ -1,14 +1,12 @@
 /*
  * Sending messages: eager (one DATA frame, copied or the user's buffer) or
  * rendezvous (an RTS naming registered memory the peer reads, released at
- * its FIN). Messages wait in the send queue for credits (src/sched.c).
+ * its FIN). Messages wait in the send queue for credits (src/msg/sched.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "rmx_int.h"
-
-#define FRAME_HDR(b, ext) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN - (ext))
 
 /*
  * Register a rendezvous source or destination for op. Memory a peer may
@@ -91,7 +89,7 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
       if (len)
         memcpy(rmx_buf_data(op->buf), data, len);
     }
-    uint8_t *hdr = FRAME_HDR(op->buf, ext);
+    uint8_t *hdr = RMX_BUF_FRAME(op->buf, ext);
     rmx_wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
     if (rpc_flag)
       rmx_wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);

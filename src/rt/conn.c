@@ -3,7 +3,7 @@
  * down (rmx__conn_down -> transport close -> CLOSED -> conn_finish), so each
  * outcome is reported exactly once, the close deadline, and the free.
  * What the layers above hold is failed through their upcalls; set-up
- * (listen, connect, handshake, close) is src/connect.c.
+ * (listen, connect, handshake, close) is src/conn/connect.c.
  */
 #include <stdlib.h>
 
@@ -134,11 +134,13 @@ static void deferred_free(rmx__deferred_t *d)
 
 /* ---- close deadlines: an orderly close never waits on a peer forever ---- */
 
+static void close_expired(rmx_ctx_t *ctx);
+
 static void close_timer_cb(uv_timer_t *t)
 {
   rmx_ctx_t *ctx = t->data;
   ctx->in_cb++;
-  rmx__conn_close_expired(ctx);
+  close_expired(ctx);
   ctx->in_cb--;
 }
 
@@ -160,7 +162,7 @@ static void close_unwatch(rmx_conn_t *c)
   }
 }
 
-void rmx__conn_close_expired(rmx_ctx_t *ctx)
+static void close_expired(rmx_ctx_t *ctx)
 {
   uint64_t now = uv_now(ctx->loop);
   rmx_list_t *n;

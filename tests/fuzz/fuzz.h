@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "registry.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
@@ -19,5 +21,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
       abort();                                                                \
     }                                                                         \
   } while (0)
+
+/* The tcp transport's id inside packed keys, from the registry. */
+static inline uint8_t fuzz_tcp_wire_id(void)
+{
+  int slot;
+  const char *why;
+  return rmx__tp_lookup("tcp", &slot, &why) == 0 ? rmx__tp_ops(slot)->wire_id : 0;
+}
 
 #endif

@@ -34,13 +34,6 @@
 #include "fuzz.h"
 #include "rmx_int.h"
 
-/* The tcp transport's id inside packed keys, from the registry. */
-static uint8_t tcp_wire_id(void)
-{
-  int slot;
-  const char *why;
-  return rmx__tp_lookup("tcp", &slot, &why) == 0 ? rmx__tp_ops(slot)->wire_id : 0;
-}
 
 enum { TF_HELLO = 1 };
 #define HANG_NS (5ull * 1000 * 1000 * 1000)
@@ -163,7 +156,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                              RMX_MEM_REMOTE_ATOMIC,
                          &S.mem) == 0);
   FUZZ_CHECK(rmx_mem_pack(S.mem, blob, &blen) == 0);
-  FUZZ_CHECK(rmx__rkey_decode(blob, blen, tcp_wire_id(), &k) == 0);
+  FUZZ_CHECK(rmx__rkey_decode(blob, blen, fuzz_tcp_wire_id(), &k) == 0);
   S.key = k.key;
   return 0;
 }

@@ -10,15 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fuzz.h"
 #include "rmx_int.h"
 
-/* The tcp transport's id inside packed keys, from the registry. */
-static uint8_t tcp_wire_id(void)
-{
-  int slot;
-  const char *why;
-  return rmx__tp_lookup("tcp", &slot, &why) == 0 ? rmx__tp_ops(slot)->wire_id : 0;
-}
 
 static const char *root;
 
@@ -174,12 +168,12 @@ static void rkeys(void)
     fprintf(stderr, "make_seeds: cannot pack a key\n");
     exit(1);
   }
-  b.p[0] = tcp_wire_id();
+  b.p[0] = fuzz_tcp_wire_id();
   seed("fuzz_rkey", "packed-tcp", b.p, 1 + len);
   b.p[0] = 2; /* the same, asked for the other transport */
   seed("fuzz_rkey", "packed-other-transport", b.p, 1 + len);
   b.p[1 + 20] ^= 1; /* damaged */
-  b.p[0] = tcp_wire_id();
+  b.p[0] = fuzz_tcp_wire_id();
   seed("fuzz_rkey", "packed-damaged", b.p, 1 + len);
   rmx_mem_dereg(m);
   rmx_listener_close(l);
