@@ -82,6 +82,8 @@ int rmx_config_init(rmx_config_t *cfg)
   cfg->max_conns = 1024;
   cfg->max_handshakes = 128;
   cfg->rma_window = 64;
+  cfg->keepalive_ms = 1000;
+  cfg->keepalive_timeout_ms = 10000;
 
   rc |= env_u32("RMX_EAGER_SIZE", RMX_EAGER_MIN, RMX_EAGER_MAX, &cfg->eager_size);
   rc |= env_u32("RMX_RX_DEPTH", RMX_DEPTH_MIN, RMX_DEPTH_MAX, &cfg->rx_depth);
@@ -94,6 +96,8 @@ int rmx_config_init(rmx_config_t *cfg)
   rc |= env_u32("RMX_MAX_CONNS", 1, 1u << 20, &cfg->max_conns);
   rc |= env_u32("RMX_MAX_HANDSHAKES", 1, 1u << 16, &cfg->max_handshakes);
   rc |= env_u32("RMX_RMA_WINDOW", 1, RMX_RMA_WINDOW_MAX, &cfg->rma_window);
+  rc |= env_u32("RMX_KEEPALIVE_MS", 0, 3600000, &cfg->keepalive_ms);
+  rc |= env_u32("RMX_KEEPALIVE_TIMEOUT_MS", RMX_SILENCE_MIN, 86400000, &cfg->keepalive_timeout_ms);
   rc |= env_word("RMX_LOG", levels, 6, &lvl);
   rc |= env_word("RMX_PROGRESS", modes, 2, &mode);
   const char *dev = getenv("RMX_DEVICE");
@@ -115,6 +119,9 @@ static int config_check(const rmx_config_t *c)
       c->connect_timeout_ms == 0 || c->rpc_max_inflight == 0 || c->rnr_retry > 7 ||
       c->close_timeout_ms == 0 || c->max_conns == 0 || c->max_handshakes == 0 ||
       c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX)
+    return RMX_EINVAL;
+  if (c->keepalive_ms && (c->keepalive_timeout_ms < RMX_SILENCE_MIN ||
+                          c->keepalive_timeout_ms < c->keepalive_ms))
     return RMX_EINVAL;
   if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_POLL)
     return RMX_EINVAL;
@@ -231,7 +238,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   uv_unref((uv_handle_t *)&ctx->close_timer);
   rmx_list_init(&ctx->closing);
   rmx__auth_ctx_timer(ctx);
-  ctx->handles = 5;
+  rmx__alive_ctx_init(ctx);
+  ctx->handles = 6;
 
   rmx_list_init(&ctx->deferred);
   rmx_list_init(&ctx->posted);
@@ -267,6 +275,7 @@ err_handles:
   uv_close((uv_handle_t *)&ctx->rpc_timer, NULL);
   uv_close((uv_handle_t *)&ctx->close_timer, NULL);
   uv_close((uv_handle_t *)&ctx->auth_timer, NULL);
+  uv_close((uv_handle_t *)&ctx->alive_timer, NULL);
   uv_run(ctx->loop, UV_RUN_NOWAIT);
 err_mutex:
   uv_mutex_destroy(&ctx->post_lock);
@@ -345,6 +354,7 @@ static void ctx_teardown(rmx_ctx_t *ctx)
   uv_close((uv_handle_t *)&ctx->rpc_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->close_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->auth_timer, handle_closed);
+  uv_close((uv_handle_t *)&ctx->alive_timer, handle_closed);
 }
 
 /* A connection was freed while the context is dying (an upcall of conn.c). */

@@ -25,6 +25,7 @@
 #define RMX_DEPTH_MIN 4u
 #define RMX_DEPTH_MAX 16384u
 #define RMX_RMA_WINDOW_MAX 4096u
+#define RMX_SILENCE_MIN 100u /* shortest silence limit, ms (keepalive) */
 #define RMX_HANDLER_BUCKETS 64
 
 /* ---- deferred work: runs from the loop, never inside an API call ---- */
@@ -282,6 +283,17 @@ typedef struct rmx__auth_conn {
   uint64_t deadline;
 } rmx__auth_conn_t;
 
+/* Liveness of one connection (src/msg/alive.c). Times are uv_now(). */
+typedef struct rmx__alive {
+  uint64_t last_rx;    /* something came from the peer */
+  uint64_t last_tx;    /* a frame went to the peer */
+  uint64_t credit_at;  /* credits came back enough for a message */
+  uint64_t blocked_at; /* messages found waiting for credits, 0 when not */
+  uint32_t peer_limit; /* the peer's silence limit (its hello); 0: none */
+  uint32_t send_ms;    /* send a frame after this long without one; 0: never */
+  uint8_t due;         /* a keepalive is queued and nothing has gone out since */
+} rmx__alive_t;
+
 struct rmx_conn {
   rmx_ctx_t *ctx;
   rmx_list_t link;
@@ -333,6 +345,7 @@ struct rmx_conn {
   rmx__deferred_t defer_finish; /* tear down after a failure outside any transport */
   rmx__deferred_t defer_free;   /* on_closed, then free: the one way a conn is freed */
   rmx__auth_conn_t auth;
+  rmx__alive_t ka;
 };
 
 struct rmx_ctx {
@@ -376,6 +389,8 @@ struct rmx_ctx {
   uint8_t auth_key[32];    /* derived from the secret; wiped at destroy */
   rmx_list_t authing;      /* connections in RMX_CS_AUTH, oldest first */
   uv_timer_t auth_timer;
+  uv_timer_t alive_timer;  /* keepalive sweep (src/msg/alive.c) */
+  uint32_t alive_period;
 };
 
 /* ---- the runtime (src/rt/rt.c): deferred work, ops, connection references ---- */
@@ -416,6 +431,13 @@ int rmx__msg_queue_fin(rmx_conn_t *c, uint64_t id, int32_t status);
 int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t len);
 int rmx__msg_queue_bye(rmx_conn_t *c);
 void rmx__msg_maybe_return_credits(rmx_conn_t *c);
+/* A keepalive: a CREDIT frame that goes even when no credit is owed. */
+int rmx__msg_queue_keepalive(rmx_conn_t *c);
+
+/* ---- liveness (src/msg/alive.c) ---- */
+void rmx__alive_ctx_init(rmx_ctx_t *ctx);
+uint32_t rmx__alive_limit(const rmx_config_t *cfg);
+void rmx__alive_start(rmx_conn_t *c);
 /* One of our receive buffers is free again. */
 void rmx__msg_credit_back(rmx_conn_t *c);
 /* After a send completed (any kind): fail on error, let held work go. */

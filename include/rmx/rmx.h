@@ -197,6 +197,23 @@ typedef struct rmx_config {
    * this field afterwards.
    */
   char auth_secret[128];
+  /**
+   * Liveness: on a connection that has sent nothing for this long, a
+   * keepalive frame goes out, and the peer's silence and credit stalls are
+   * checked this often (RMX_KEEPALIVE_MS, 1000). 0 turns this side's
+   * checks off: the peer is never declared lost for silence (this side
+   * still sends the keepalives a peer's own limit asks for).
+   */
+  uint32_t keepalive_ms;
+  /**
+   * A peer from which nothing has arrived for this long is declared lost:
+   * @c on_disconnect gets @ref RMX_ETIMEDOUT and everything outstanding
+   * fails. The same limit ends a connection whose messages have waited
+   * this long for credits the peer does not return (RMX_KEEPALIVE_TIMEOUT_MS,
+   * 10000; at least 100 and at least @c keepalive_ms). A loss is detected
+   * within this limit plus one @c keepalive_ms. See docs/reliability.md.
+   */
+  uint32_t keepalive_timeout_ms;
 } rmx_config_t;
 
 /**

@@ -19,7 +19,7 @@ void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
     .eager_size = ctx->cfg.eager_size,
     .rx_depth = ctx->cfg.rx_depth,
     .max_msg = ctx->cfg.max_msg_size,
-    .rndv_depth = ctx->cfg.rndv_depth,
+    .silence_ms = rmx__alive_limit(&ctx->cfg),
     .rma_window = ctx->cfg.rma_window,
   };
   rmx_wire_hello_encode(&h, out);
@@ -41,10 +41,11 @@ static int hello_check(rmx_ctx_t *ctx, const char *who, const void *data, size_t
   }
   if (h->eager_size < RMX_EAGER_MIN || h->eager_size > RMX_EAGER_MAX ||
       h->rx_depth < RMX_DEPTH_MIN || h->rx_depth > RMX_DEPTH_MAX || h->max_msg == 0 ||
-      h->rma_window == 0 || h->rma_window > RMX_RMA_WINDOW_MAX) {
+      h->rma_window == 0 || h->rma_window > RMX_RMA_WINDOW_MAX ||
+      (h->silence_ms && h->silence_ms < RMX_SILENCE_MIN)) {
     RMX_LOG(ctx, ERROR, "%s announced impossible limits (eager %u B, depth %u, largest message "
-            "%llu B, remote window %u): refused", who, h->eager_size, h->rx_depth,
-            (unsigned long long)h->max_msg, h->rma_window);
+            "%llu B, remote window %u, silence limit %u ms): refused", who, h->eager_size,
+            h->rx_depth, (unsigned long long)h->max_msg, h->rma_window, h->silence_ms);
     return RMX_EPROTO;
   }
   if (h->flags & ~RMX_HELLO_F_AUTH) {
@@ -284,6 +285,7 @@ int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, vo
 void rmx__conn_ready(rmx_conn_t *c)
 {
   c->ops->ready(c->tc); /* the peer's remote requests are served from here */
+  rmx__alive_start(c);  /* keepalive and silence clocks */
   if (!c->passive) {
     c->state = RMX_CS_ESTABLISHED;
     c->reported = 1;

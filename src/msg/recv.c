@@ -213,6 +213,9 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
     protocol_error(c, "peer returned more credits than it was owed");
     return;
   }
+  c->ka.last_rx = uv_now(c->ctx->loop);
+  if (f.credits && c->cr.credits >= rmx__credit_need(RMX_FR_DATA))
+    c->ka.credit_at = c->ka.last_rx; /* messages may move again */
   if (f.type != RMX_FR_BYE && !rx_credit_spent(c, f.type == RMX_FR_CREDIT))
     return;
   if (f.flags == RMX_FF_RPC_REP && f.rpc.status > 0)
@@ -269,6 +272,7 @@ void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused)
 {
   if (c->state != RMX_CS_ESTABLISHED)
     return;
+  c->ka.last_rx = uv_now(c->ctx->loop);
   if (!rx_credit_spent(c, 0))
     return;
   if (refused) { /* the target refused the write: nothing to deliver, but the

@@ -18,6 +18,7 @@ void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer)
   c->eager_max = frame - RMX_WIRE_HDR_LEN;
   c->max_msg = peer->max_msg < cfg->max_msg_size ? peer->max_msg : cfg->max_msg_size;
   c->rma_window = peer->rma_window;
+  c->ka.peer_limit = peer->silence_ms;
 }
 
 /* The status a user's operation reports for what the transport said. */
@@ -48,6 +49,8 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
     if ((rc = c->ctx->opc[op->kind]->post(c, op)) != 0)
       return rc;
     c->cr.credits--;
+    c->ka.last_tx = uv_now(c->ctx->loop);
+    c->ka.due = 0;
     return 0;
   }
   if (op->kind == RMX_OP_EAGER) {
@@ -80,6 +83,8 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   }
   if (!(op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_BYE))
     c->cr.credits--;
+  c->ka.last_tx = uv_now(c->ctx->loop); /* any frame tells the peer we are here */
+  c->ka.due = 0;
   if (op->kind == RMX_OP_RNDV)
     rmx_list_push(&c->rndv_wait, &op->link);
   return 0;
@@ -96,8 +101,9 @@ void rmx__msg_progress(rmx_conn_t *c)
     return;
   while ((n = c->ctrlq.next) != &c->ctrlq) {
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
-    if (op->ctrl == RMX_FR_CREDIT && c->cr.owed == 0) {
-      /* A frame that went out since returned them already. */
+    if (op->ctrl == RMX_FR_CREDIT && c->cr.owed == 0 && !c->ka.due) {
+      /* A frame that went out since returned them already (and served as
+       * the keepalive, if this was one). */
       rmx_list_del(n);
       c->credit_queued = 0;
       rmx__op_put(op);
@@ -204,6 +210,17 @@ void rmx__msg_maybe_return_credits(rmx_conn_t *c)
       c->st.credit_frames++;
     }
   }
+}
+
+int rmx__msg_queue_keepalive(rmx_conn_t *c)
+{
+  c->ka.due = 1;
+  if (c->credit_queued)
+    return 0; /* a CREDIT frame already waits: it serves */
+  int rc = queue_ctrl(c, RMX_FR_CREDIT, NULL, NULL, 0);
+  if (rc == 0)
+    c->credit_queued = 1;
+  return rc;
 }
 
 void rmx__msg_credit_back(rmx_conn_t *c) { rmx__credit_freed(&c->cr, 0); }

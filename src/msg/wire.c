@@ -10,7 +10,7 @@ void rmx_wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO
   rmx_put32(out + 8, h->eager_size);
   rmx_put32(out + 12, h->rx_depth);
   rmx_put64(out + 16, h->max_msg);
-  rmx_put32(out + 24, h->rndv_depth);
+  rmx_put32(out + 24, h->silence_ms);
   rmx_put32(out + 28, h->rma_window);
 }
 
@@ -31,7 +31,7 @@ int rmx_wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
   h->eager_size = rmx_get32(p + 8);
   h->rx_depth = rmx_get32(p + 12);
   h->max_msg = rmx_get64(p + 16);
-  h->rndv_depth = rmx_get32(p + 24);
+  h->silence_ms = rmx_get32(p + 24);
   h->rma_window = rmx_get32(p + 28);
   return 0;
 }

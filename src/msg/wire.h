@@ -11,7 +11,7 @@
 #include "base/bytes.h"
 
 #define RMX_WIRE_MAGIC 0x31584d52u /* "RMX1" read as little-endian */
-#define RMX_WIRE_VERSION 1
+#define RMX_WIRE_VERSION 2 /* 2: the hello announces a silence limit (keepalive) */
 #define RMX_WIRE_HELLO_LEN 32
 #define RMX_WIRE_HDR_LEN 8
 
@@ -55,7 +55,9 @@ typedef struct rmx_wire_hello {
   uint32_t eager_size;  /* receive buffer size, header included */
   uint32_t rx_depth;    /* receive buffers = initial credits for the peer */
   uint64_t max_msg;     /* largest message this side accepts */
-  uint32_t rndv_depth;  /* informational */
+  uint32_t silence_ms;  /* this side declares the peer lost after this long without a
+                           frame from it; 0: never. The peer sends a frame at least
+                           every silence_ms / 3 (docs/protocol.md, keepalive). */
   uint32_t rma_window;  /* remote read/write/atomic requests this side serves at once */
 } rmx_wire_hello_t;
 

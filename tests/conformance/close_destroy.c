@@ -65,11 +65,11 @@ static void *stalled_peer(void *arg)
   put32(f, 32);
   f[4] = 1;                  /* HELLO */
   put32(h, 0x31584d52u);     /* magic */
-  h[4] = 1;                  /* version */
+  h[4] = 2;                  /* protocol version */
   put32(h + 8, 1u << 20);    /* eager size */
   put32(h + 12, 64);         /* receive depth */
   put64(h + 16, 1ull << 30); /* largest message */
-  put32(h + 24, 4);
+  put32(h + 24, 0);          /* silence limit: none */
   put32(h + 28, 64);         /* remote window */
   assert_int_equal(write(fd, f, sizeof(f)), (ssize_t)sizeof(f));
   uint8_t ack[8 + 32];

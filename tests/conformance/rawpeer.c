@@ -42,7 +42,7 @@ uint64_t g64(const uint8_t *p) { return (uint64_t)g32(p) | (uint64_t)g32(p + 4) 
 hello_t hello_default(void)
 {
   return (hello_t){.magic = MAGIC, .version = VERSION, .eager = 8192, .depth = 64,
-                   .max_msg = 64u << 20, .rndv = 4, .window = 64};
+                   .max_msg = 64u << 20, .silence = 0, .window = 64};
 }
 
 void hello_enc(uint8_t *o, const hello_t *h)
@@ -53,7 +53,7 @@ void hello_enc(uint8_t *o, const hello_t *h)
   p32(o + 8, h->eager);
   p32(o + 12, h->depth);
   p64(o + 16, h->max_msg);
-  p32(o + 24, h->rndv);
+  p32(o + 24, h->silence);
 #ifdef HOSTILE_OLD_PROTOCOL
   p32(o + 28, 0); /* reserved then */
 #else
@@ -69,7 +69,7 @@ void hello_dec(const uint8_t *b, hello_t *h)
   h->eager = g32(b + 8);
   h->depth = g32(b + 12);
   h->max_msg = g64(b + 16);
-  h->rndv = g32(b + 24);
+  h->silence = g32(b + 24);
   h->window = g32(b + 28);
 }
 

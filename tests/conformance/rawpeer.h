@@ -13,7 +13,11 @@
 #include <stdint.h>
 
 #define MAGIC 0x31584d52u /* "RMX1" */
-#define VERSION 1
+#ifdef HOSTILE_OLD_PROTOCOL
+#define VERSION 1 /* before keepalive */
+#else
+#define VERSION 2
+#endif
 #define HELLO_LEN 32
 #define CHUNK_MAX (256u << 10) /* RD_RESP data per frame */
 
@@ -42,7 +46,7 @@ typedef struct hello {
   uint16_t version, flags;
   uint32_t eager, depth;
   uint64_t max_msg;
-  uint32_t rndv, window;
+  uint32_t silence, window; /* silence: our keepalive limit (ms), 0 none */
 } hello_t;
 
 /* Eager 8192, depth 64, 64 MiB, rendezvous 4, window 64, no flags. */

@@ -126,7 +126,7 @@ static void hellos(void)
   seed("fuzz_hello", "short", h, RMX_WIRE_HELLO_LEN - 1);
   seed("fuzz_hello", "magic-version-only", h, 6);
   hello_bytes(h, RMX_WIRE_VERSION + 1, 8192, 64);
-  seed("fuzz_hello", "version-2", h, RMX_WIRE_HELLO_LEN);
+  seed("fuzz_hello", "next-version", h, RMX_WIRE_HELLO_LEN);
   h[0] ^= 0x20;
   seed("fuzz_hello", "bad-magic", h, RMX_WIRE_HELLO_LEN);
 }
@@ -235,7 +235,7 @@ static void streams(void)
   b.n = 1;
   hello_bytes(h, RMX_WIRE_VERSION + 1, 8192, 64);
   tf(&b, TF_HELLO, h, sizeof(h));
-  seed("fuzz_tcp_stream", "raw-hello-v2", b.p, b.n);
+  seed("fuzz_tcp_stream", "raw-hello-next-version", b.p, b.n);
   b.n = 1;
   hello_bytes(h, RMX_WIRE_VERSION, 16, 1);
   tf(&b, TF_HELLO, h, sizeof(h));

@@ -9,7 +9,7 @@
 static void hello_round_trip(void **state)
 {
   rmx_wire_hello_t in = {.magic = RMX_WIRE_MAGIC, .version = RMX_WIRE_VERSION, .eager_size = 8192,
-                         .rx_depth = 64, .max_msg = 1ull << 36, .rndv_depth = 4, .rma_window = 64}, out;
+                         .rx_depth = 64, .max_msg = 1ull << 36, .silence_ms = 4000, .rma_window = 64}, out;
   uint8_t buf[RMX_WIRE_HELLO_LEN];
   rmx_wire_hello_encode(&in, buf);
   assert_int_equal(rmx_wire_hello_decode(buf, sizeof(buf), &out), 0);
