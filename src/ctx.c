@@ -239,7 +239,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   rmx_list_init(&ctx->closing);
   rmx__auth_ctx_timer(ctx);
   rmx__alive_ctx_init(ctx);
-  ctx->handles = 6;
+  rmx__reconnect_ctx_init(ctx);
+  ctx->handles = 7;
 
   rmx_list_init(&ctx->deferred);
   rmx_list_init(&ctx->posted);
@@ -256,6 +257,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   ctx->up = (rmx__upcalls_t){
     .msg_fail = rmx__msg_fail_all, .rpc_fail = rmx__rpc_fail_all, .auth_end = rmx__auth_end,
     .rpc_drop = rmx__rpc_drop_unanswered, .conn_freed = conn_freed,
+    .conn_retry = rmx__reconnect_lost,
     .rma_progress = rmx__rma_progress, .reads_resume = rmx__msg_reads_resume,
     .rpc_deliver = rmx__rpc_deliver,
   };
@@ -276,6 +278,7 @@ err_handles:
   uv_close((uv_handle_t *)&ctx->close_timer, NULL);
   uv_close((uv_handle_t *)&ctx->auth_timer, NULL);
   uv_close((uv_handle_t *)&ctx->alive_timer, NULL);
+  uv_close((uv_handle_t *)&ctx->recon_timer, NULL);
   uv_run(ctx->loop, UV_RUN_NOWAIT);
 err_mutex:
   uv_mutex_destroy(&ctx->post_lock);
@@ -355,6 +358,7 @@ static void ctx_teardown(rmx_ctx_t *ctx)
   uv_close((uv_handle_t *)&ctx->close_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->auth_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->alive_timer, handle_closed);
+  uv_close((uv_handle_t *)&ctx->recon_timer, handle_closed);
 }
 
 /* A connection was freed while the context is dying (an upcall of conn.c). */

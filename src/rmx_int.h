@@ -232,6 +232,8 @@ typedef struct rmx__upcalls {
   void (*msg_fail)(rmx_conn_t *c, int status);  /* recv.c */
   void (*rpc_fail)(rmx_conn_t *c, int status);  /* rpc.c */
   void (*auth_end)(rmx_conn_t *c);              /* auth.c */
+  /* conn.c, down and reported, not closed by the application. */
+  void (*conn_retry)(rmx_conn_t *c);            /* reconnect.c */
   /* conn.c, destroying: RPC requests never answered end with the context. */
   void (*rpc_drop)(rmx_conn_t *c);              /* rpc.c */
   /* conn.c: a connection was freed while the context is dying. */
@@ -294,6 +296,15 @@ typedef struct rmx__alive {
   uint8_t due;         /* a keepalive is queued and nothing has gone out since */
 } rmx__alive_t;
 
+/* Reconnect of a client connection (src/conn/reconnect.c). */
+typedef struct rmx__recon {
+  uint32_t min_ms, max_ms, tries; /* rmx_connect_opts_t; min_ms 0: off */
+  rmx_reconnect_cb cb;
+  unsigned attempt;  /* the attempt waiting or under way; 0 while connected */
+  uint64_t due;      /* when it starts (uv_now) */
+  rmx_list_t link;   /* in ctx->reconnecting while it waits */
+} rmx__recon_t;
+
 struct rmx_conn {
   rmx_ctx_t *ctx;
   rmx_list_t link;
@@ -346,6 +357,8 @@ struct rmx_conn {
   rmx__deferred_t defer_free;   /* on_closed, then free: the one way a conn is freed */
   rmx__auth_conn_t auth;
   rmx__alive_t ka;
+  rmx__recon_t recon;
+  uint32_t epoch;       /* transport connections so far, less one (reconnect) */
 };
 
 struct rmx_ctx {
@@ -391,6 +404,9 @@ struct rmx_ctx {
   uv_timer_t auth_timer;
   uv_timer_t alive_timer;  /* keepalive sweep (src/msg/alive.c) */
   uint32_t alive_period;
+  rmx_list_t reconnecting; /* connections waiting to reconnect, soonest first */
+  uv_timer_t recon_timer;
+  uint32_t recon_seed;     /* jitter */
 };
 
 /* ---- the runtime (src/rt/rt.c): deferred work, ops, connection references ---- */
@@ -418,6 +434,13 @@ void rmx__listener_unref(rmx_listener_t *l);
 /* ---- connection set-up (src/conn/connect.c) ---- */
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
 void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev);
+int rmx__conn_resolve(rmx_conn_t *c); /* resolve, then connect */
+
+/* ---- reconnect (src/conn/reconnect.c) ---- */
+void rmx__reconnect_ctx_init(rmx_ctx_t *ctx);
+int rmx__reconnect_opts(rmx_conn_t *c, const rmx_connect_opts_t *o);
+void rmx__reconnect_lost(rmx_conn_t *c); /* the conn_retry upcall */
+void rmx__reconnect_cancel(rmx_conn_t *c);
 void rmx__conn_ready(rmx_conn_t *c);
 /* The callbacks the transports are handed (rmx_tp_env_t). */
 void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/conn/event.c */

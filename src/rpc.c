@@ -37,6 +37,7 @@ struct rmx_rpc_req {
   rmx_list_t link;
   rmx_conn_t *c;
   uint64_t call_id;
+  uint32_t epoch; /* the transport connection it came on (reconnect) */
 };
 
 typedef struct rmx__handler {
@@ -266,7 +267,7 @@ static int reply_send(rmx_rpc_req_t *r, int status, const void *data, size_t len
   rmx_conn_t *c = r->c;
   rmx_wire_rpc_t x = {.call_id = r->call_id, .status = status};
   int rc = RMX_ENOTCONN;
-  if (c->state == RMX_CS_ESTABLISHED) {
+  if (c->state == RMX_CS_ESTABLISHED && r->epoch == c->epoch) { /* not to a reconnected peer */
     if (!b && len && (rc = rmx__buf_alloc(c->ctx, len, &b)) != 0)
       goto out;
     if (b && data && len)
@@ -329,6 +330,7 @@ static void dispatch(rmx_conn_t *c, const rmx_wire_rpc_t *x, const void *data, s
   }
   r->c = c;
   r->call_id = x->call_id;
+  r->epoch = c->epoch;
   rmx_list_push(&c->reqs_out, &r->link);
   c->rpc_in++;
   rmx__conn_hold(c); /* the request keeps the connection until answered */

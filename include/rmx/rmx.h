@@ -374,6 +374,43 @@ RMX_API void rmx_listener_close(rmx_listener_t *l);
 RMX_API int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected,
                         void *arg, rmx_conn_t **c);
 
+/**
+ * @brief A reconnect attempt ended (see rmx_connect_opts_t): @p status 0,
+ * the connection carries traffic again; otherwise attempt @p attempt (1, 2,
+ * ...) failed and the next follows after the backoff, unless @p attempt was
+ * the last allowed: then the connection stays down until rmx_conn_close().
+ */
+typedef void (*rmx_reconnect_cb)(rmx_conn_t *c, unsigned attempt, int status, void *arg);
+
+/**
+ * Options of rmx_connect_opts(). Zero-fill, then set @c size to
+ * sizeof(rmx_connect_opts_t) (fields are only ever appended).
+ *
+ * Reconnect: after an established connection is lost (on_disconnect with
+ * status != 0, or 0 when the peer closed on purpose), the same handle
+ * connects again to the same URI after a delay that doubles from
+ * @c reconnect_min_ms up to @c reconnect_max_ms (each delay drawn between
+ * half and all of it, so many clients do not retry in step). Everything
+ * outstanding at the loss has failed first with the loss's status: such an
+ * operation may or may not have reached the peer, and rmx never sends it
+ * again. Until @c on_reconnect reports 0, sends and calls return
+ * @ref RMX_ENOTCONN. The peer may be a new process: remote keys it packed
+ * before are void, and it knows none of ours; exchange keys again after
+ * the reconnect (docs/reliability.md). rmx_conn_close() stops retrying.
+ * A first connect that fails is reported by on_connected and not retried.
+ */
+typedef struct rmx_connect_opts {
+  uint32_t size;              /**< sizeof(rmx_connect_opts_t) */
+  uint32_t reconnect_min_ms;  /**< first delay; 0: never reconnect */
+  uint32_t reconnect_max_ms;  /**< largest delay (at least reconnect_min_ms) */
+  uint32_t reconnect_tries;   /**< attempts per loss; 0: no limit */
+  rmx_reconnect_cb on_reconnect; /**< each attempt's end; may be NULL */
+} rmx_connect_opts_t;
+
+/** @brief rmx_connect() with options (@p opts may be NULL: none). */
+RMX_API int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_opts_t *opts,
+                             rmx_connect_cb on_connected, void *arg, rmx_conn_t **c);
+
 /** @brief Set the event callbacks and their argument. */
 RMX_API void rmx_conn_set_cbs(rmx_conn_t *c, const rmx_conn_cbs_t *cbs, void *arg);
 

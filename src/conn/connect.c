@@ -247,8 +247,21 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   ctx->in_cb--;
 }
 
-int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, void *arg,
-                rmx_conn_t **out)
+/* Resolve the connection's host, then connect (gai_cb): the first connect
+ * and every reconnect attempt. */
+int rmx__conn_resolve(rmx_conn_t *c)
+{
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_NUMERICSERV};
+  int rc = uv_getaddrinfo(c->ctx->loop, &c->gai, gai_cb, c->host, c->port, &hints);
+  if (rc)
+    return rmx__uv_err(rc);
+  c->gai_active = 1;
+  return 0;
+}
+
+int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_opts_t *opts,
+                     rmx_connect_cb on_connected, void *arg, rmx_conn_t **out)
 {
   rmx__uri_t u;
   int tpi, rc;
@@ -265,17 +278,19 @@ int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, vo
   c->state = RMX_CS_RESOLVING;
   memcpy(c->host, u.host, sizeof(c->host));
   memcpy(c->port, u.port, sizeof(c->port));
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_NUMERICSERV};
-  rc = uv_getaddrinfo(ctx->loop, &c->gai, gai_cb, c->host, c->port, &hints);
-  if (rc) {
+  if ((rc = rmx__reconnect_opts(c, opts)) != 0 || (rc = rmx__conn_resolve(c)) != 0) {
     rmx_list_del(&c->link);
     free(c);
-    return rmx__uv_err(rc);
+    return rc;
   }
-  c->gai_active = 1;
   *out = c;
   return 0;
+}
+
+int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, void *arg,
+                rmx_conn_t **out)
+{
+  return rmx_connect_opts(ctx, uri, NULL, on_connected, arg, out);
 }
 
 /* ---- the handshake's end ---- */
@@ -286,7 +301,15 @@ void rmx__conn_ready(rmx_conn_t *c)
 {
   c->ops->ready(c->tc); /* the peer's remote requests are served from here */
   rmx__alive_start(c);  /* keepalive and silence clocks */
-  if (!c->passive) {
+  if (!c->passive && c->recon.attempt) { /* connected again */
+    unsigned attempt = c->recon.attempt;
+    c->state = RMX_CS_ESTABLISHED;
+    c->recon.attempt = 0;
+    RMX_LOG(c->ctx, INFO, "connection %p (%s://%s:%s): reconnected at attempt %u", (void *)c,
+            c->ops->name, c->host, c->port, attempt);
+    if (c->recon.cb)
+      c->recon.cb(c, attempt, 0, c->connect_arg);
+  } else if (!c->passive) {
     c->state = RMX_CS_ESTABLISHED;
     c->reported = 1;
     c->on_connected(c, 0, c->connect_arg);
@@ -358,6 +381,7 @@ int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg)
       rmx__conn_close_watch(c);
     break;
   case RMX_CS_DOWN:
+    rmx__reconnect_cancel(c); /* no more attempts */
     if (c->finished)
       rmx__defer_once(c->ctx, &c->defer_free);
     break;

@@ -32,6 +32,7 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi)
   for (int i = 0; i < RMX_CALL_BUCKETS; i++)
     rmx_list_init(&c->calls[i]);
   rmx_list_init(&c->close_link);
+  rmx_list_init(&c->recon.link);
   rmx_list_init(&c->defer_finish.link);
   rmx_list_init(&c->defer_free.link);
   c->defer_finish.fn = deferred_finish;
@@ -204,6 +205,8 @@ static void conn_finish(rmx_conn_t *c)
   }
   if (c->user_closed && (c->ops_out == 0 || c->ctx->dying))
     rmx__defer_once(c->ctx, &c->defer_free);
+  else if (!c->user_closed)
+    c->ctx->up.conn_retry(c); /* a client with reconnect connects again */
 }
 
 /* The transport reported CLOSED: it holds nothing of the connection now. */
