@@ -114,9 +114,11 @@ typedef void (*rmx_recv_cb)(rmx_conn_t *c, const void *data, size_t len, void *a
 /**
  * @brief The connection went down without a local rmx_conn_close():
  * status 0 when the peer closed it on purpose, else the reason (for example
- * @ref RMX_ECONNRESET or @ref RMX_EPROTO). Every operation outstanding on it
- * has already completed with an error. The application still calls
- * rmx_conn_close().
+ * @ref RMX_ECONNRESET, @ref RMX_EPROTO, or @ref RMX_ETIMEDOUT when the peer
+ * was silent, or held back credits, for rmx_config_t::keepalive_timeout_ms).
+ * Every operation outstanding on it has already completed with an error.
+ * The application still calls rmx_conn_close(), unless the connection
+ * reconnects (rmx_connect_opts_t). docs/reliability.md lists each fault.
  */
 typedef void (*rmx_disconnect_cb)(rmx_conn_t *c, int status, void *arg);
 /** @brief A send completed: the data may be reused (0), or it failed. */
