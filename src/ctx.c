@@ -82,6 +82,8 @@ int rmx_config_init(rmx_config_t *cfg)
   cfg->max_conns = 1024;
   cfg->max_handshakes = 128;
   cfg->rma_window = 64;
+  cfg->rc_timeout_ms = 500;
+  cfg->rc_retry = 5;
 
   rc |= env_u32("RMX_EAGER_SIZE", RMX_EAGER_MIN, RMX_EAGER_MAX, &cfg->eager_size);
   rc |= env_u32("RMX_RX_DEPTH", RMX_DEPTH_MIN, RMX_DEPTH_MAX, &cfg->rx_depth);
@@ -94,6 +96,8 @@ int rmx_config_init(rmx_config_t *cfg)
   rc |= env_u32("RMX_MAX_CONNS", 1, 1u << 20, &cfg->max_conns);
   rc |= env_u32("RMX_MAX_HANDSHAKES", 1, 1u << 16, &cfg->max_handshakes);
   rc |= env_u32("RMX_RMA_WINDOW", 1, RMX_RMA_WINDOW_MAX, &cfg->rma_window);
+  rc |= env_u32("RMX_RC_TIMEOUT_MS", 1, 3600000, &cfg->rc_timeout_ms);
+  rc |= env_u32("RMX_RC_RETRY", 0, 6, &cfg->rc_retry);
   rc |= env_word("RMX_LOG", levels, 6, &lvl);
   rc |= env_word("RMX_PROGRESS", modes, 2, &mode);
   const char *dev = getenv("RMX_DEVICE");
@@ -114,7 +118,8 @@ static int config_check(const rmx_config_t *c)
   if (c->max_msg_size == 0 || c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 ||
       c->connect_timeout_ms == 0 || c->rpc_max_inflight == 0 || c->rnr_retry > 7 ||
       c->close_timeout_ms == 0 || c->max_conns == 0 || c->max_handshakes == 0 ||
-      c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX)
+      c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX || c->rc_timeout_ms == 0 ||
+      c->rc_retry > 6)
     return RMX_EINVAL;
   if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_POLL)
     return RMX_EINVAL;

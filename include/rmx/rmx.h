@@ -197,6 +197,26 @@ typedef struct rmx_config {
    * this field afterwards.
    */
   char auth_secret[128];
+  /**
+   * RDMA reliable-connection local ACK timeout in ms (RMX_RC_TIMEOUT_MS, 500):
+   * how long a queue pair waits for the peer's acknowledgement before it
+   * sends again. Devices take 4.096 us * 2^t; rmx uses the smallest t in
+   * 1..31 that is at least this long (500 ms gives t = 17, 537 ms). While
+   * anything is outstanding, a lost peer, link or host is detected within
+   * about that rounded timeout * (rc_retry + 1): 537 ms * 6 = 3.2 s by
+   * default, as @ref RMX_ETIMEDOUT. An idle connection notices nothing
+   * until it sends. Each side sets its own queue pair's timeout.
+   */
+  uint32_t rc_timeout_ms;
+  /**
+   * Times a queue pair resends an unacknowledged request before the
+   * connection fails with @ref RMX_ETIMEDOUT, 0..6 (RMX_RC_RETRY, 5). The
+   * device's 7 means "forever", which would never detect a lost host, so it
+   * is refused. The connecting side's value is the connection's: the RDMA
+   * connection manager carries it in the request and the accepting side's
+   * queue pair takes it from there.
+   */
+  uint32_t rc_retry;
 } rmx_config_t;
 
 /**
