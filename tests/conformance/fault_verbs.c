@@ -3,7 +3,9 @@
  * librdmacm and libibverbs (the program's symbols win for librmx's calls):
  * rdma_create_qp records each QP under the tag the test set (which context
  * made it), so the test can silence one end behind rmx's back; ibv_reg_mr
- * fails when armed, as the locked-memory limit would make it.
+ * fails when armed, as the locked-memory limit would make it; and while
+ * shim_fake_err is set, moving a QP to the error state "succeeds" without
+ * happening, so nothing posted on it is ever flushed.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -17,6 +19,7 @@
 
 int shim_tag;
 int shim_fail_reg;
+int shim_fake_err;
 static struct ibv_qp *g_qp[MAX_QPS];
 static int g_tag[MAX_QPS], g_nqp;
 
@@ -34,6 +37,23 @@ int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_
   return rc;
 }
 
+typedef int (*modify_fn)(struct ibv_qp *, struct ibv_qp_attr *, int);
+
+static modify_fn real_modify(void)
+{
+  static modify_fn real;
+  if (!real)
+    *(void **)&real = dlsym(RTLD_NEXT, "ibv_modify_qp");
+  return real;
+}
+
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+  if (shim_fake_err && (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
+    return 0;
+  return real_modify()(qp, attr, mask);
+}
+
 /* The QPs made under tag to the error state: they answer nothing from now
  * on, as if their host were gone, and no disconnect is sent. */
 int shim_silence(int tag)
@@ -41,7 +61,7 @@ int shim_silence(int tag)
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
   int n = 0;
   for (int i = 0; i < g_nqp; i++)
-    if (g_tag[i] == tag && g_qp[i] && ibv_modify_qp(g_qp[i], &a, IBV_QP_STATE) == 0)
+    if (g_tag[i] == tag && g_qp[i] && real_modify()(g_qp[i], &a, IBV_QP_STATE) == 0)
       n++;
   return n;
 }

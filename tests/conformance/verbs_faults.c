@@ -10,6 +10,11 @@
  *   state behind rmx's back (it answers nothing, and no disconnect is
  *   sent): the connecting end, with sends outstanding, fails each send once
  *   and then gets on_disconnect(RMX_ETIMEDOUT) once; close and destroy end.
+ * - close_when_the_device_never_flushes: a close towards a peer that does
+ *   not take part (its loop is not run), while the device pretends to move
+ *   the QP to the error state, so no receive is ever flushed: on_closed
+ *   still comes, after every send's callback, and the context is
+ *   destroyed.
  * - refused_read_at_target: a read with a released key. The reader gets
  *   RMX_EACCES; the target, whose device refused it, on_disconnect with
  *   RMX_EPROTO, once, whichever of its signals comes first.
@@ -248,6 +253,37 @@ static void lost_peer_times_out(void **state)
   side_down(1);
 }
 
+static void close_when_the_device_never_flushes(void **state)
+{
+  rmx_config_t cfg;
+  static char msg[1000];
+  need_rdma();
+  config(&cfg);
+  cfg.close_timeout_ms = 2000;
+  pair_up(&cfg);
+  for (int i = 0; i < NSEND; i++) {
+    assert_int_equal(rmx_send(E[0].c, msg, sizeof(msg), on_sent, &E[0]), 0);
+    E[0].sends_out++;
+  }
+  shim_fake_err = 1;
+  double t0 = now_s();
+  assert_int_equal(rmx_conn_close(E[0].c, on_closed, &E[0]), 0);
+  int got = spin(1, &E[0].closed, 1);
+  shim_fake_err = 0;
+  print_message("never flushed: on_closed %.2f s after the close (close_timeout_ms %u)\n",
+                now_s() - t0, cfg.close_timeout_ms);
+  assert_int_equal(got, 0);
+  assert_int_equal(E[0].sends_out, 0);
+  assert_int_equal(E[0].sent_err + E[0].sent_ok, NSEND);
+  assert_int_equal(E[0].disconnects, 0); /* closed locally: no on_disconnect */
+  assert_int_equal(spin(2, &E[1].disconnects, 1), 0);
+  close_end(1);
+  settle(3);
+  assert_int_equal(E[0].late + E[1].late, 0);
+  side_down(0);
+  side_down(1);
+}
+
 static void on_read(rmx_conn_t *c, int status, void *arg) { *(int *)arg = status ? status : 1; }
 
 static void refused_read_at_target(void **state)
@@ -421,6 +457,7 @@ int main(int argc, char **argv)
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup(lost_peer_times_out, arm_alarm),
+    cmocka_unit_test_setup(close_when_the_device_never_flushes, arm_alarm),
     cmocka_unit_test_setup(refused_read_at_target, arm_alarm),
     cmocka_unit_test_setup(peer_short_of_memory, arm_alarm),
     cmocka_unit_test_setup(link_down_reaches_every_context, arm_alarm), /* last: the port */

@@ -4,6 +4,7 @@
 
 extern int shim_tag;      /* QPs made from now on are recorded under it */
 extern int shim_fail_reg; /* this many memory registrations fail (ENOMEM) */
+extern int shim_fake_err; /* moves to the error state do nothing, say 0 */
 /* Move the QPs recorded under tag to the error state; how many. */
 int shim_silence(int tag);
 int shim_qps(int tag);
