@@ -427,7 +427,8 @@ RMX_API void rmx_conn_stats(const rmx_conn_t *c, rmx_conn_stats_t *st);
  * the peer reads them from @p data, which must stay valid and unchanged
  * until @p on_sent runs.
  * @return 0, @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL,
- *         @ref RMX_ENOMEM
+ *         @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (a new pool slab could not be
+ *         registered: the message is refused, the connection stays)
  */
 RMX_API int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on_sent,
                      void *arg);
@@ -435,7 +436,8 @@ RMX_API int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on
 /**
  * @brief Take a registered buffer of at least @p size bytes from the pool,
  * to build a message in place and send it with rmx_send_buf() (no copy).
- * @return 0, @ref RMX_EMSGSIZE (over max_msg_size), @ref RMX_ENOMEM
+ * @return 0, @ref RMX_EMSGSIZE (over max_msg_size), @ref RMX_ENOMEM,
+ *         @ref RMX_EMEMLOCK (its slab could not be registered)
  */
 RMX_API int rmx_buf_get(rmx_ctx_t *ctx, size_t size, rmx_buf_t **b);
 /** @brief Where to write the message. */

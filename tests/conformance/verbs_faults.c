@@ -22,6 +22,9 @@
  *   buffers (a registration fails as the locked-memory limit makes it):
  *   the connecting side hears RMX_ECONNREFUSED, not RMX_EMEMLOCK, which
  *   would tell it to raise its own limit.
+ * - registration_fails_one_call: the pool slab of an RPC request cannot be
+ *   registered: rmx_rpc_call says so and the connection stays (the next
+ *   call is answered, no on_disconnect).
  * - link_down_reaches_every_context: the port's netdev goes down (and
  *   stays down): both contexts, each holding one end of an idle
  *   connection, get on_disconnect(RMX_ENETUNREACH) once; both ends then
@@ -48,7 +51,7 @@
 #include "verbs_faults.h"
 
 #define NSEND 4
-#define WAIT_MS 120000
+static double wait_s = 120; /* RMX_TEST_WAIT_S: the hang guard of each wait */
 
 typedef struct end {
   rmx_conn_t *c;
@@ -129,10 +132,10 @@ static void on_sent(rmx_conn_t *c, int status, void *arg)
 /* ---- two loops, one thread ---- */
 
 /* Run the loops in mask (bit i: S[i]) until *flag >= want; 0, or -1 when
- * WAIT_MS passes (a hang guard, not a measurement). */
+ * wait_s passes (a hang guard, not a measurement). */
 static int spin(unsigned mask, const int *flag, int want)
 {
-  double end = now_s() + WAIT_MS / 1000.0;
+  double end = now_s() + wait_s;
   while (*flag < want) {
     for (int i = 0; i < 2; i++)
       if (mask & (1u << i)) {
@@ -171,7 +174,7 @@ static void side_down(int i)
     rmx_listener_close(S[i].l);
   S[i].l = NULL;
   assert_int_equal(rmx_ctx_destroy(S[i].ctx), 0);
-  double end = now_s() + WAIT_MS / 1000.0;
+  double end = now_s() + wait_s;
   shim_tag = i + 1;
   while (uv_run(&S[i].loop, UV_RUN_NOWAIT) != 0) {
     assert_true(now_s() < end);
@@ -339,7 +342,7 @@ static void peer_short_of_memory(void **state)
   assert_int_equal(rmx_listener_uri(S[1].l, uri, sizeof(uri)), 0);
   assert_int_equal(rmx_connect(S[0].ctx, uri, on_connected, NULL, &E[0].c), 0);
   /* The client's QP first, then the server's registration fails. */
-  double end = now_s() + WAIT_MS / 1000.0;
+  double end = now_s() + wait_s;
   shim_tag = 1;
   while (shim_qps(1) == 0) {
     assert_true(now_s() < end);
@@ -362,6 +365,43 @@ static void peer_short_of_memory(void **state)
   assert_int_equal(E[1].connected, 0);
   close_end(0);
   settle(3);
+  side_down(0);
+  side_down(1);
+}
+
+static void echo_handler(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
+{
+  rmx_rpc_reply(req, data, len);
+}
+
+static void on_reply(rmx_conn_t *c, int status, const void *data, size_t len, void *arg)
+{
+  *(int *)arg = status ? status : 1;
+}
+
+static void registration_fails_one_call(void **state)
+{
+  rmx_config_t cfg;
+  static char req[3000]; /* a size class nothing used yet: a new slab */
+  int got = 0;
+  need_rdma();
+  config(&cfg);
+  pair_up(&cfg);
+  assert_int_equal(rmx_rpc_register(S[1].ctx, 7, echo_handler, NULL), 0);
+  shim_fail_reg = 1;
+  int rc = rmx_rpc_call(E[0].c, 7, req, sizeof(req), 0, on_reply, &got, NULL);
+  print_message("registration fails: rmx_rpc_call returned %s\n", rmx_err_name(rc));
+  assert_int_equal(shim_fail_reg, 0);
+  assert_true(rc == RMX_ENOMEM || rc == RMX_EMEMLOCK);
+  assert_int_equal(rmx_rpc_call(E[0].c, 7, req, sizeof(req), 0, on_reply, &got, NULL), 0);
+  assert_int_equal(spin(3, &got, 1), 0);
+  assert_int_equal(got, 1);
+  settle(3);
+  assert_int_equal(E[0].disconnects + E[1].disconnects, 0);
+  assert_int_equal(rmx_conn_close(E[0].c, on_closed, &E[0]), 0);
+  assert_int_equal(spin(3, &E[0].closed, 1), 0);
+  assert_int_equal(spin(2, &E[1].disconnects, 1), 0);
+  close_end(1);
   side_down(0);
   side_down(1);
 }
@@ -452,6 +492,8 @@ int main(int argc, char **argv)
 {
   if (harness_args(argc, argv) != 0)
     return 2;
+  if (getenv("RMX_TEST_WAIT_S"))
+    wait_s = atof(getenv("RMX_TEST_WAIT_S"));
   if (argc > 2)
     cmocka_set_test_filter(argv[2]);
   signal(SIGPIPE, SIG_IGN);
@@ -460,6 +502,7 @@ int main(int argc, char **argv)
     cmocka_unit_test_setup(close_when_the_device_never_flushes, arm_alarm),
     cmocka_unit_test_setup(refused_read_at_target, arm_alarm),
     cmocka_unit_test_setup(peer_short_of_memory, arm_alarm),
+    cmocka_unit_test_setup(registration_fails_one_call, arm_alarm),
     cmocka_unit_test_setup(link_down_reaches_every_context, arm_alarm), /* last: the port */
   };
   char name[64];
