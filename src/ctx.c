@@ -84,6 +84,8 @@ int rmx_config_init(rmx_config_t *cfg)
   cfg->rma_window = 64;
   cfg->keepalive_ms = 1000;
   cfg->keepalive_timeout_ms = 10000;
+  cfg->rc_timeout_ms = 500;
+  cfg->rc_retry = 5;
 
   rc |= env_u32("RMX_EAGER_SIZE", RMX_EAGER_MIN, RMX_EAGER_MAX, &cfg->eager_size);
   rc |= env_u32("RMX_RX_DEPTH", RMX_DEPTH_MIN, RMX_DEPTH_MAX, &cfg->rx_depth);
@@ -98,6 +100,8 @@ int rmx_config_init(rmx_config_t *cfg)
   rc |= env_u32("RMX_RMA_WINDOW", 1, RMX_RMA_WINDOW_MAX, &cfg->rma_window);
   rc |= env_u32("RMX_KEEPALIVE_MS", 0, 3600000, &cfg->keepalive_ms);
   rc |= env_u32("RMX_KEEPALIVE_TIMEOUT_MS", RMX_SILENCE_MIN, 86400000, &cfg->keepalive_timeout_ms);
+  rc |= env_u32("RMX_RC_TIMEOUT_MS", 1, 3600000, &cfg->rc_timeout_ms);
+  rc |= env_u32("RMX_RC_RETRY", 0, 6, &cfg->rc_retry);
   rc |= env_word("RMX_LOG", levels, 6, &lvl);
   rc |= env_word("RMX_PROGRESS", modes, 2, &mode);
   const char *dev = getenv("RMX_DEVICE");
@@ -118,7 +122,8 @@ static int config_check(const rmx_config_t *c)
   if (c->max_msg_size == 0 || c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 ||
       c->connect_timeout_ms == 0 || c->rpc_max_inflight == 0 || c->rnr_retry > 7 ||
       c->close_timeout_ms == 0 || c->max_conns == 0 || c->max_handshakes == 0 ||
-      c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX)
+      c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX || c->rc_timeout_ms == 0 ||
+      c->rc_retry > 6)
     return RMX_EINVAL;
   if (c->keepalive_ms && (c->keepalive_timeout_ms < RMX_SILENCE_MIN ||
                           c->keepalive_timeout_ms < c->keepalive_ms))

@@ -31,6 +31,20 @@
  *   reports how it really ended (0, its error, or RMX_ECANCELED when it
  *   was flushed). An op that returns an error was not posted and is never
  *   reported.
+ * - Every loss the transport learns of (its peer's disconnect, a silent
+ *   peer, a port, address or device going away, an error completion, the
+ *   device refusing a request of the peer) becomes one DISCONNECTED per
+ *   connection, whose status says what happened: RMX_ETIMEDOUT (the peer,
+ *   its host or the path stopped answering: verbs' retries exhausted after
+ *   cfg->rc_timeout_ms * (rc_retry + 1), rounded up to the device's steps),
+ *   RMX_ENETUNREACH (our port or address went down), RMX_ENODEV (the
+ *   device went away), RMX_EACCES (the peer refused our access), RMX_EPROTO
+ *   (we refused a request of the peer, or it broke the protocol),
+ *   RMX_ECONNRESET (the peer or its transport dropped the connection),
+ *   RMX_EIO (anything else). A silent peer of an idle connection shows only
+ *   when something is next sent to it.
+ * - close() ends, with CLOSED, in bounded time whatever was lost: a verbs
+ *   drain the device never flushes is given up after cfg->close_timeout_ms.
  * - Ops a transport lacks are stubs returning RMX_ENOTSUP, never NULL.
  * - Errors are converted to RMX_E* at the transport edge.
  * - Memory named by an op (sge, dst, src, old) belongs to the caller and
@@ -85,7 +99,9 @@ typedef struct rmx_tp_sge {
 
 typedef enum {
   RMX_TP_EV_ESTABLISHED,  /* handshake done; data/len: the peer's hello (active side) */
-  RMX_TP_EV_DISCONNECTED, /* status: why (connect failures too); I/O stopped */
+  RMX_TP_EV_DISCONNECTED, /* status: why (connect failures too); I/O stopped.
+                           * Raised at most once per connection, for any loss
+                           * (see the losses contract above the ops) */
   RMX_TP_EV_CLOSED,       /* after close(): every op reported; tp_conn freed */
   RMX_TP_EV_SEND,         /* op, status */
   RMX_TP_EV_RECV,         /* data/len: one whole frame, valid during the call */

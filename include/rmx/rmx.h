@@ -216,6 +216,26 @@ typedef struct rmx_config {
    * within this limit plus one @c keepalive_ms. See docs/reliability.md.
    */
   uint32_t keepalive_timeout_ms;
+  /**
+   * RDMA reliable-connection local ACK timeout in ms (RMX_RC_TIMEOUT_MS, 500):
+   * how long a queue pair waits for the peer's acknowledgement before it
+   * sends again. Devices take 4.096 us * 2^t; rmx uses the smallest t in
+   * 1..31 that is at least this long (500 ms gives t = 17, 537 ms). While
+   * anything is outstanding, a lost peer, link or host is detected within
+   * about that rounded timeout * (rc_retry + 1): 537 ms * 6 = 3.2 s by
+   * default, as @ref RMX_ETIMEDOUT (keepalives cover idle connections).
+   * Each side sets its own queue pair's timeout.
+   */
+  uint32_t rc_timeout_ms;
+  /**
+   * Times a queue pair resends an unacknowledged request before the
+   * connection fails with @ref RMX_ETIMEDOUT, 0..6 (RMX_RC_RETRY, 5). The
+   * device's 7 means "forever", which would never detect a lost host, so it
+   * is refused. The connecting side's value is the connection's: the RDMA
+   * connection manager carries it in the request and the accepting side's
+   * queue pair takes it from there.
+   */
+  uint32_t rc_retry;
 } rmx_config_t;
 
 /**
@@ -463,7 +483,8 @@ RMX_API void rmx_conn_stats(const rmx_conn_t *c, rmx_conn_stats_t *st);
  * the peer reads them from @p data, which must stay valid and unchanged
  * until @p on_sent runs.
  * @return 0, @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL,
- *         @ref RMX_ENOMEM
+ *         @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (a new pool slab could not be
+ *         registered: the message is refused, the connection stays)
  */
 RMX_API int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on_sent,
                      void *arg);
@@ -471,7 +492,8 @@ RMX_API int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on
 /**
  * @brief Take a registered buffer of at least @p size bytes from the pool,
  * to build a message in place and send it with rmx_send_buf() (no copy).
- * @return 0, @ref RMX_EMSGSIZE (over max_msg_size), @ref RMX_ENOMEM
+ * @return 0, @ref RMX_EMSGSIZE (over max_msg_size), @ref RMX_ENOMEM,
+ *         @ref RMX_EMEMLOCK (its slab could not be registered)
  */
 RMX_API int rmx_buf_get(rmx_ctx_t *ctx, size_t size, rmx_buf_t **b);
 /** @brief Where to write the message. */

@@ -167,7 +167,9 @@ RMX_API int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler handle
  * @param timeout_ms 0: no timeout
  * @param[out] call  the call's id, for rmx_rpc_cancel(); may be NULL
  * @return 0, @ref RMX_EAGAIN (rpc_max_inflight calls outstanding),
- *         @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL, @ref RMX_ENOMEM
+ *         @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL, @ref RMX_ENOMEM,
+ *         @ref RMX_EMEMLOCK (the request's pool slab could not be registered:
+ *         this call fails, the connection stays)
  */
 RMX_API int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len,
                          uint32_t timeout_ms, rmx_rpc_reply_cb on_reply, void *arg,

@@ -1,8 +1,10 @@
 /*
  * Registered-buffer pool. Buffers come in power-of-two size classes
- * (256 B .. 1 MiB) cut from page-aligned slabs; a slab is registered with a
- * transport once, on first use, and every buffer in it shares that
- * registration. Larger requests get a slab of their own, freed on return.
+ * (256 B .. 1 MiB) cut from page-aligned slabs; a slab is registered with
+ * each transport that needs it once, when a buffer is taken from it (or,
+ * for a transport with no device open yet, when one is first posted), and
+ * every buffer in it shares that registration. Larger requests get a slab
+ * of their own, freed on return.
  * Steady state: a list pop and a list push per message.
  */
 #include <stdlib.h>
@@ -89,6 +91,27 @@ void rmx__pool_fini(rmx_ctx_t *ctx, rmx__pool_t *p)
   rmx__pool_init(p);
 }
 
+/*
+ * Register s now with each transport in use that needs local registration.
+ * A failure is then the caller's error, returned by rmx_send or
+ * rmx_rpc_call, where registering when the frame is posted could only end
+ * the connection after the call had returned 0. A transport with no device
+ * open yet answers RMX_ENODEV and is skipped: posting registers then
+ * (rmx__buf_mem). Once registered, a slab costs one test per buffer.
+ */
+static int slab_reg(rmx_ctx_t *ctx, rmx__slab_t *s)
+{
+  for (int i = 0; i < RMX_TP_COUNT; i++) {
+    if (!ctx->tp[i] || s->reg[i] || !(ctx->tp_ops[i]->flags & RMX_TP_F_LOCAL_REG))
+      continue;
+    int rc = ctx->tp_ops[i]->mem_reg(ctx->tp[i], s->mem, s->bytes, RMX_TP_ACC_LOCAL, NULL,
+                                     &s->reg[i]);
+    if (rc && rc != RMX_ENODEV)
+      return rc;
+  }
+  return 0;
+}
+
 int rmx__buf_alloc(rmx_ctx_t *ctx, size_t size, rmx_buf_t **out)
 {
   rmx__pool_t *p = &ctx->pool;
@@ -99,6 +122,11 @@ int rmx__buf_alloc(rmx_ctx_t *ctx, size_t size, rmx_buf_t **out)
     rmx__slab_t *s = slab_new(ctx, size, 1, -1);
     if (!s)
       return RMX_ENOMEM;
+    int rc = slab_reg(ctx, s);
+    if (rc) {
+      slab_free(ctx, p, s);
+      return rc;
+    }
     *out = &s->bufs[0];
     return 0;
   }
@@ -108,7 +136,13 @@ int rmx__buf_alloc(rmx_ctx_t *ctx, size_t size, rmx_buf_t **out)
     if (!slab_new(ctx, cap, n < SLAB_MIN_BUFS ? SLAB_MIN_BUFS : n, cls))
       return RMX_ENOMEM;
   }
-  *out = rmx_container_of(rmx_list_pop(&p->free[cls]), rmx_buf_t, link);
+  rmx_buf_t *b = rmx_container_of(rmx_list_pop(&p->free[cls]), rmx_buf_t, link);
+  int rc = slab_reg(ctx, b->slab);
+  if (rc) {
+    rmx_list_push(&p->free[cls], &b->link); /* the slab stays, unregistered */
+    return rc;
+  }
+  *out = b;
   return 0;
 }
 

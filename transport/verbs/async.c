@@ -185,8 +185,12 @@ static void fail_dev_conns(vb_dev_t *dev, int port, int status)
   for (n = dev->tp->conns.next; n != &dev->tp->conns; n = next) {
     next = n->next;
     struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, link);
-    if (tc->dev == dev && (port == 0 || !tc->id || tc->id->port_num == port))
+    if (tc->dev == dev && (port == 0 || !tc->id || tc->id->port_num == port)) {
+      if (!tc->dead && !tc->closing)
+        RMX_TP_LOG(dev->tp->env, ERROR, "rdma: the connection to %s is lost with it",
+                   tc->peer);
       vb_fail(tc, status);
+    }
   }
 }
 
@@ -205,6 +209,7 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
 {
   const rmx_tp_env_t *env = dev->tp->env;
   struct rmx_tp_conn *tc;
+  int st;
   switch (e->type) {
   case IBV_EVENT_QP_FATAL:
   case IBV_EVENT_QP_REQ_ERR:
@@ -215,9 +220,19 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
               e->qp_num);
       break;
     }
-    if (!tc->dead && !tc->closing)
-      RMX_TP_LOG(env, ERROR, "rdma: QP 0x%x: %s", e->qp_num, ibv_event_type_str(e->type));
-    vb_fail(tc, e->type == IBV_EVENT_QP_ACCESS_ERR ? RMX_EACCES : RMX_EIO);
+    /* Completions already polled-for go first, as for CM events (cm.c):
+     * an error completion there is the more precise cause. */
+    vb_cq_drain(dev);
+    if (tc->dead || tc->closing)
+      break;
+    /* A request of the peer that this side refused: the status a flush on
+     * a live connection gives too (cq.c), so either order says the same. */
+    st = e->type == IBV_EVENT_QP_REQ_ERR || e->type == IBV_EVENT_QP_ACCESS_ERR ? RMX_EPROTO
+                                                                             : RMX_EIO;
+    RMX_TP_LOG(env, ERROR, "rdma: QP 0x%x to %s: %s%s", e->qp_num, tc->peer,
+               ibv_event_type_str(e->type),
+               st == RMX_EPROTO ? " (this side refused a request of the peer)" : "");
+    vb_fail(tc, st);
     break;
   case IBV_EVENT_CQ_ERR:
     RMX_TP_LOG(env, ERROR, "rdma: the completion queue of %s overran", dev->name);

@@ -59,6 +59,7 @@ int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, 
   }
   memcpy(tc->hello, hello, len);
   tc->hello_len = len;
+  rmx__sa_str(sa, tc->peer, sizeof(tc->peer));
   tc->state = VC_RESOLVING;
   tc->owner = owner;
   if (rdma_resolve_addr(id, NULL, (struct sockaddr *)sa,
@@ -89,8 +90,35 @@ static void conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p)
   p->private_data_len = (uint8_t)tc->hello_len;
   p->responder_resources = (uint8_t)rd;
   p->initiator_depth = (uint8_t)rd;
-  p->retry_count = 7;
+  /* Never 7: devices read it as "retry forever", and a lost host would
+   * then never be detected. The accepting side's QP takes the connecting
+   * side's value from the request; what it puts here is not used. */
+  p->retry_count = (uint8_t)tc->tp->env->cfg->rc_retry;
   p->rnr_retry_count = (uint8_t)tc->tp->env->cfg->rnr_retry;
+}
+
+/* The local ACK timeout, on both sides before connect or accept: the CM
+ * applies it when it moves the QP to RTS (else it derives one from the
+ * path, about a second on RoCE). Failing here leaves the CM's own. */
+static void set_ack_timeout(struct rmx_tp_conn *tc)
+{
+  uint8_t t = vb_ack_timeout_exp(tc->tp->env->cfg->rc_timeout_ms);
+  if (rdma_set_option(tc->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: cannot set the ACK timeout of the connection to %s "
+               "(%s): the connection manager's default applies", tc->peer, strerror(errno));
+}
+
+/* What the device really took, for whoever measures detection times. */
+static void log_qp_timers(struct rmx_tp_conn *tc)
+{
+  struct ibv_qp_attr a;
+  struct ibv_qp_init_attr ia;
+  if (tc->tp->env->log_level < RMX_LOG_DEBUG || !tc->qp ||
+      ibv_query_qp(tc->qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY, &ia))
+    return;
+  RMX_TP_LOG(tc->tp->env, DEBUG, "rdma: QP 0x%x to %s: ACK timeout exponent %u (%.0f ms), "
+             "retry %u, RNR retry %u", tc->qp->qp_num, tc->peer, a.timeout,
+             a.timeout ? 4.096e-3 * (double)(1ull << a.timeout) : 0.0, a.retry_cnt, a.rnr_retry);
 }
 
 static void on_addr_resolved(struct rmx_tp_conn *tc)
@@ -111,6 +139,7 @@ static void on_route_resolved(struct rmx_tp_conn *tc)
     return;
   }
   conn_param(tc, &p);
+  set_ack_timeout(tc);
   if (rdma_connect(tc->id, &p)) {
     rc = vb_err_from_errno(errno);
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: rdma_connect failed: %s", strerror(errno));
@@ -190,6 +219,7 @@ static void on_request(struct rmx_tp_listener *l, struct rdma_cm_id *id, const v
   }
   tc->passive = 1;
   tc->state = VC_REQUESTED;
+  rmx__sa_str(rdma_get_peer_addr(id), tc->peer, sizeof(tc->peer));
   int rc = vb_dev_get(tp, id->verbs, &tc->dev);
   if (rc) {
     vb_reject(tc, rc);
@@ -209,6 +239,7 @@ int vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len
   if (rc)
     return rc;
   conn_param(tc, &p);
+  set_ack_timeout(tc);
   if (rdma_accept(tc->id, &p)) {
     rc = vb_err_from_errno(errno);
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: rdma_accept failed: %s", strerror(errno));
@@ -220,11 +251,23 @@ int vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len
   return 0;
 }
 
+/* Statuses that describe this side's own trouble (memory, the device):
+ * the peer cannot act on them, so they reach it as a refusal, and the log
+ * here says whose limit it was. */
+static int local_trouble(int status)
+{
+  return status == RMX_EMEMLOCK || status == RMX_ENOMEM || status == RMX_ENODEV ||
+         status == RMX_EIO || status == RMX_EAGAIN;
+}
+
 void vb_reject(struct rmx_tp_conn *tc, int status)
 {
   uint8_t pd[8];
   uint32_t magic = htonl(VB_REJECT_MAGIC);
   int32_t st = (int32_t)htonl((uint32_t)status);
+  if (local_trouble(status))
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: refusing %s: this side cannot take the connection "
+               "(%s)", tc->peer, rmx_strerror(status));
   memcpy(pd, &magic, 4);
   memcpy(pd + 4, &st, 4);
   rdma_reject(tc->id, pd, sizeof(pd));
@@ -236,7 +279,7 @@ void vb_reject(struct rmx_tp_conn *tc, int status)
 
 /* ---- events ---- */
 
-static int reject_status(const uint8_t *pd, size_t len, int reason)
+static int reject_status(struct rmx_tp_conn *tc, const uint8_t *pd, size_t len, int reason)
 {
   uint32_t magic;
   int32_t st;
@@ -244,11 +287,29 @@ static int reject_status(const uint8_t *pd, size_t len, int reason)
     memcpy(&magic, pd, 4);
     memcpy(&st, pd + 4, 4);
     st = (int32_t)ntohl((uint32_t)st);
-    if (ntohl(magic) == VB_REJECT_MAGIC && st < 0 && st > -5000)
-      return st;
+    if (ntohl(magic) == VB_REJECT_MAGIC && st < 0 && st > -5000) {
+      if (!local_trouble(st))
+        return st;
+      /* Its limit, not ours: raising our own would not help. */
+      RMX_TP_LOG(tc->tp->env, ERROR, "rdma: %s refused the connection: its side is short of "
+                 "resources (%s there)", tc->peer, rmx_err_name(st));
+      return RMX_ECONNREFUSED;
+    }
   }
-  (void)reason;
+  RMX_TP_LOG(tc->tp->env, INFO, "rdma: %s refused the connection (reason %d)", tc->peer, reason);
   return RMX_ECONNREFUSED;
+}
+
+/* The connection is lost (status), as the CM tells. Completions already in
+ * the CQ go first: an error completion or a flush names the cause better
+ * than the CM's echo of it (the peer's disconnect after it hit our access
+ * error, say), and so the status does not depend on which fd libuv reads
+ * first. vb_fail reports once, whatever comes later. */
+static void lost(struct rmx_tp_conn *tc, int status)
+{
+  if (tc->qp && tc->dev)
+    vb_cq_drain(tc->dev);
+  vb_fail(tc, status);
 }
 
 static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status,
@@ -264,6 +325,7 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
   struct rmx_tp_conn *tc = id->context;
   if (!tc || tc->closing || tc->reaped)
     return;
+  int up = tc->established && !tc->dead;
   switch (type) {
   case RDMA_CM_EVENT_ADDR_RESOLVED:
     on_addr_resolved(tc);
@@ -272,12 +334,12 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
     on_route_resolved(tc);
     break;
   case RDMA_CM_EVENT_ADDR_ERROR:
-    RMX_TP_LOG(tp->env, ERROR, "rdma: no RDMA device routes to the peer's address (%s)",
+    RMX_TP_LOG(tp->env, ERROR, "rdma: no RDMA device routes to %s (%s)", tc->peer,
             strerror(-status));
     vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_ROUTE_ERROR:
-    RMX_TP_LOG(tp->env, ERROR, "rdma: no route to the peer (%s)", strerror(-status));
+    RMX_TP_LOG(tp->env, ERROR, "rdma: no route to %s (%s)", tc->peer, strerror(-status));
     vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_ESTABLISHED:
@@ -285,30 +347,47 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
       tc->established = 1;
       tc->state = VC_UP;
       uv_timer_stop(&tc->timer);
+      log_qp_timers(tc);
       vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, tc->passive ? NULL : pd,
                tc->passive ? 0 : pdlen);
     }
     break;
-  case RDMA_CM_EVENT_REJECTED: {
-    int st = reject_status(pd, pdlen, status);
-    if (st == RMX_ECONNREFUSED)
-      RMX_TP_LOG(tp->env, INFO, "rdma: connection refused (reason %d)", status);
-    vb_fail(tc, st);
+  case RDMA_CM_EVENT_REJECTED:
+    vb_fail(tc, reject_status(tc, pd, pdlen, status));
     break;
-  }
   case RDMA_CM_EVENT_UNREACHABLE:
-    RMX_TP_LOG(tp->env, ERROR, "rdma: the peer did not answer the connection request");
+    RMX_TP_LOG(tp->env, ERROR, "rdma: %s did not answer the connection request", tc->peer);
     vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_CONNECT_ERROR:
-    vb_fail(tc, RMX_ECONNRESET);
+    RMX_TP_LOG(tp->env, ERROR, "rdma: connecting with %s failed (%s)", tc->peer,
+               strerror(-status));
+    lost(tc, RMX_ECONNRESET);
     break;
   case RDMA_CM_EVENT_DISCONNECTED:
-    vb_fail(tc, RMX_ECONNRESET);
+    /* The peer's DREQ (or ours timing out: status -ETIMEDOUT). An orderly
+     * close by the peer has its BYE in front of it, and then we are
+     * closing already and never get here. */
+    if (up)
+      RMX_TP_LOG(tp->env, INFO, "rdma: %s disconnected%s", tc->peer,
+                 status == -ETIMEDOUT ? " (no answer to our disconnect request)" : "");
+    lost(tc, status == -ETIMEDOUT ? RMX_ETIMEDOUT : RMX_ECONNRESET);
     break;
   case RDMA_CM_EVENT_DEVICE_REMOVAL:
-    RMX_TP_LOG(tp->env, ERROR, "rdma: device %s was removed", tc->dev ? tc->dev->name : "?");
-    vb_fail(tc, RMX_ENODEV);
+    RMX_TP_LOG(tp->env, ERROR, "rdma: device %s was removed under the connection to %s",
+               tc->dev ? tc->dev->name : "?", tc->peer);
+    lost(tc, RMX_ENODEV);
+    break;
+  case RDMA_CM_EVENT_ADDR_CHANGE:
+    /* The local address moved to another port or went away: the QP's
+     * path is gone with it. */
+    RMX_TP_LOG(tp->env, ERROR, "rdma: the local address of the connection to %s changed",
+               tc->peer);
+    lost(tc, RMX_ENETUNREACH);
+    break;
+  case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+    /* Only after a disconnect, which was reported; alone, still a loss. */
+    lost(tc, RMX_ECONNRESET);
     break;
   default:
     RMX_TP_LOG(tp->env, DEBUG, "rdma: %s ignored", rdma_event_str(type));

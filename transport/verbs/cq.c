@@ -43,20 +43,42 @@ static void complete_upto(struct rmx_tp_conn *tc, vb_slot_t *upto, int status)
   }
 }
 
+/* An error completion on a live connection: the connection's error. Which
+ * side is at fault is in the status; the log names the peer. */
 static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
 {
   if (tc->dead || tc->closing)
     return;
-  RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x: %s (vendor error 0x%x)", wc->qp_num,
-          ibv_wc_status_str(wc->status), wc->vendor_err);
-  vb_fail(tc, vb_wc_status(wc->status));
+  int st = vb_wc_status(wc->status);
+  if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+    if (!tc->established)
+      return; /* the CM gave up on the connect: its event says why */
+    /* Flushed with no error of ours before it: the QP went to the error
+     * state under us. Our device does that when it refused a request of
+     * the peer (a remote read, write or atomic with a bad key or out of
+     * bounds, or a malformed one); the peer's side hears of it as a remote
+     * error. The same status whichever the device reports first: this
+     * flush, or the QP's async event. */
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x to %s went into the error state: this side "
+               "refused a request of the peer (bad key, bounds or rights) or the device failed",
+               wc->qp_num, tc->peer);
+    vb_fail(tc, RMX_EPROTO);
+    return;
+  }
+  if (wc->status == IBV_WC_RETRY_EXC_ERR)
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x: %s did not acknowledge within %u resends "
+               "of %u ms: the peer, its host or the path to it is lost", wc->qp_num, tc->peer,
+               tc->tp->env->cfg->rc_retry, tc->tp->env->cfg->rc_timeout_ms);
+  else
+    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x to %s: %s (vendor error 0x%x)", wc->qp_num,
+               tc->peer, ibv_wc_status_str(wc->status), wc->vendor_err);
+  vb_fail(tc, st);
 }
 
 static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
 {
   if (wc->status != IBV_WC_SUCCESS) {
-    if (wc->status != IBV_WC_WR_FLUSH_ERR)
-      qp_error(tc, wc);
+    qp_error(tc, wc);
     return; /* flushed buffers are not given back */
   }
   if (tc->dead || tc->closing || !tc->owner)
@@ -106,8 +128,8 @@ static void on_wc(const struct ibv_wc *wc)
     vb_check_drained(tc);
     return;
   }
-  if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR)
-    qp_error(tc, wc);
+  if (wc->status != IBV_WC_SUCCESS)
+    qp_error(tc, wc); /* before the ops hear: DISCONNECTED carries the cause */
   complete_upto(tc, s, vb_wc_status(wc->status));
 }
 

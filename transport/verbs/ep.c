@@ -171,6 +171,23 @@ void vb_conn_reap(struct rmx_tp_conn *tc)
 
 /* ---- close and failure ---- */
 
+/* The flush never came: the device kept work it was told to drop (seen as
+ * a hazard after a link went down under a QP). Give up as when the drain
+ * cannot start: the QP goes, its memory waits, parked, until the CQ can no
+ * longer name it, and what was posted fails now. */
+static void drain_expired(uv_timer_t *t)
+{
+  struct rmx_tp_conn *tc = t->data;
+  if (tc->state != VC_DRAINING)
+    return;
+  RMX_TP_LOG(tc->tp->env, WARN, "rdma: QP 0x%x to %s: the device did not flush it within %u ms; "
+             "destroying it, its memory kept until the completion queue is clear of it",
+             tc->qp ? tc->qp->qp_num : 0, tc->peer, tc->tp->env->cfg->close_timeout_ms);
+  tc->undrained = 1;
+  tc->state = VC_DONE;
+  vb_kick(tc->tp);
+}
+
 void vb_close(struct rmx_tp_conn *tc)
 {
   if (tc->closing)
@@ -181,6 +198,8 @@ void vb_close(struct rmx_tp_conn *tc)
     if (tc->established)
       rdma_disconnect(tc->id); /* tells the peer; the QP goes to error */
     if (drain_start(tc) == 0) {
+      /* A close ends in bounded time even if the device never flushes. */
+      uv_timer_start(&tc->timer, drain_expired, tc->tp->env->cfg->close_timeout_ms, 0);
       vb_kick(tc->tp); /* poll mode drains from the idle handler */
       return;
     }

@@ -27,6 +27,17 @@ int vb_err_from_errno(int e)
   }
 }
 
+/* The RC local ACK timeout is 4.096 us * 2^t: the smallest t (1..31) at
+ * least ms long, so the configured bound is never undercut. */
+uint8_t vb_ack_timeout_exp(uint32_t ms)
+{
+  uint64_t want_ns = (uint64_t)ms * 1000000u;
+  for (uint8_t t = 1; t < 31; t++)
+    if ((4096ull << t) >= want_ns)
+      return t;
+  return 31;
+}
+
 /* ibv_reg_mr failed: say whether the locked-memory limit is why. */
 int vb_reg_err(struct rmx_tp *tp, size_t len, int e)
 {
@@ -50,7 +61,9 @@ int vb_wc_status(enum ibv_wc_status s)
   case IBV_WC_REM_ACCESS_ERR:
   case IBV_WC_LOC_ACCESS_ERR:
   case IBV_WC_LOC_PROT_ERR: return RMX_EACCES;
-  case IBV_WC_RETRY_EXC_ERR:
+  /* Resent rc_retry times at rc_timeout_ms with no answer: the peer, its
+   * host or the path to it is gone. */
+  case IBV_WC_RETRY_EXC_ERR: return RMX_ETIMEDOUT;
   case IBV_WC_RNR_RETRY_EXC_ERR: return RMX_ECONNRESET;
   case IBV_WC_LOC_LEN_ERR:
   case IBV_WC_REM_INV_REQ_ERR:

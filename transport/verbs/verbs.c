@@ -48,7 +48,9 @@ static int vb_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
 {
   int flags = 0;
   if (!tp->dev) {
-    RMX_TP_LOG(tp->env, ERROR, "rdma: no device in use yet to register memory with");
+    /* Callers skip this transport until a connection opens a device (the
+     * pool asks at every allocation until then): not an error to log. */
+    RMX_TP_LOG(tp->env, DEBUG, "rdma: no device in use yet to register memory with");
     return RMX_ENODEV;
   }
   /* Local write only where needed: a read-only source can be sent. */

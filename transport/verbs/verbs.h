@@ -92,6 +92,7 @@ struct rmx_tp_conn {
   int fail_status;         /* a failure to report from the loop */
   uint8_t hello[VB_PDATA_MAX];
   size_t hello_len;
+  char peer[64];           /* the peer's address, for logs that name it */
   uv_timer_t timer;
   int timer_open;
 
@@ -200,6 +201,7 @@ static inline void vb_tp_unlive(struct rmx_tp *tp)
 
 /* err.c */
 int vb_err_from_errno(int e);
+uint8_t vb_ack_timeout_exp(uint32_t ms);
 int vb_reg_err(struct rmx_tp *tp, size_t len, int e);
 int vb_wc_status(enum ibv_wc_status s);
 
