@@ -330,6 +330,7 @@ struct rmx_conn {
   int gai_active;
   char host[256];
   char port[8];
+  char peer[272];       /* the peer's address, for logs: "host:port" */
 
   rmx__credit_t cr;     /* flow control */
   uint32_t eager_max;   /* largest payload in one DATA frame */

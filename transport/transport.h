@@ -180,6 +180,9 @@ typedef struct rmx_tp_ops {
   int (*listen)(rmx_tp_t *tp, const struct sockaddr *sa, void *owner, rmx_tp_listener_t **out);
   /* The bound address (the port chosen when sa asked for port 0). */
   int (*listen_addr)(rmx_tp_listener_t *l, struct sockaddr_storage *ss);
+  /* The peer's address of a connection that is open (for logs: the core
+   * names connections by it). 0, or an error when the transport has none. */
+  int (*peer_addr)(rmx_tp_conn_t *tc, struct sockaddr_storage *ss);
   /* Stop listening and free; no further incoming calls. Peers whose
    * request is not answered yet are dropped (TCP: their connect reports
    * RMX_ECONNRESET; verbs: a reject). */

@@ -192,6 +192,11 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
     ops->reject(tc, RMX_ENOMEM);
     return;
   }
+  struct sockaddr_storage ss;
+  if (ops->peer_addr(tc, &ss) == 0)
+    rmx__sa_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+  else
+    snprintf(c->peer, sizeof(c->peer), "(unknown)");
   /* Owned by the core until on_accept hands it over. */
   c->passive = 1;
   c->user_closed = 1;
@@ -278,6 +283,7 @@ int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_opts_t *
   c->state = RMX_CS_RESOLVING;
   memcpy(c->host, u.host, sizeof(c->host));
   memcpy(c->port, u.port, sizeof(c->port));
+  snprintf(c->peer, sizeof(c->peer), "%s:%s", c->host, c->port);
   if ((rc = rmx__reconnect_opts(c, opts)) != 0 || (rc = rmx__conn_resolve(c)) != 0) {
     rmx_list_del(&c->link);
     free(c);

@@ -14,8 +14,8 @@
 
 static void protocol_error(rmx_conn_t *c, const char *why)
 {
-  RMX_LOG(c->ctx, ERROR, "closing connection %p (%s): protocol error: %s", (void *)c,
-          c->ops->name, why);
+  RMX_LOG(c->ctx, ERROR, "closing the connection to %s peer %s (%p): its protocol error: %s",
+          c->ops->name, c->peer, (void *)c, why);
   rmx__conn_down(c, RMX_EPROTO);
 }
 

@@ -89,7 +89,7 @@ void rmx__conn_down(rmx_conn_t *c, int status)
   /* Protocol errors were logged where they were found. */
   if (c->state == RMX_CS_ESTABLISHED && status != 0 && status != RMX_ECANCELED &&
       status != RMX_EPROTO)
-    RMX_LOG(c->ctx, WARN, "connection %p (%s) lost: %s", (void *)c, c->ops->name,
+    RMX_LOG(c->ctx, WARN, "%s peer %s (connection %p) lost: %s", c->ops->name, c->peer, (void *)c,
             rmx_strerror(status));
   c->was_established = c->state == RMX_CS_ESTABLISHED;
   c->state = RMX_CS_DOWN;
@@ -175,8 +175,8 @@ static void close_expired(rmx_ctx_t *ctx)
       return;
     }
     close_unwatch(c);
-    RMX_LOG(ctx, WARN, "connection %p (%s): the peer did not finish the close within %u ms "
-            "(RMX_CLOSE_TIMEOUT_MS): cutting it", (void *)c, c->ops->name,
+    RMX_LOG(ctx, WARN, "%s peer %s (connection %p) did not finish the close within %u ms "
+            "(RMX_CLOSE_TIMEOUT_MS): cutting it", c->ops->name, c->peer, (void *)c,
             ctx->cfg.close_timeout_ms);
     rmx__conn_tp_close(c); /* what is outstanding fails when the transport reports CLOSED */
   }

@@ -89,6 +89,12 @@ static int tcp_listen_addr(rmx_tp_listener_t *l, struct sockaddr_storage *ss)
   return rmx__uv_err(uv_tcp_getsockname(&l->h, (struct sockaddr *)ss, &len));
 }
 
+static int tcp_peer_addr(rmx_tp_conn_t *tc, struct sockaddr_storage *ss)
+{
+  int len = sizeof(*ss);
+  return rmx__uv_err(uv_tcp_getpeername(&tc->h, (struct sockaddr *)ss, &len));
+}
+
 static void tcp_listen_close(rmx_tp_listener_t *l)
 {
   rmx_list_t *n;
@@ -227,6 +233,7 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .devices = tcp_devices,
   .listen = tcp_listen,
   .listen_addr = tcp_listen_addr,
+  .peer_addr = tcp_peer_addr,
   .listen_close = tcp_listen_close,
   .connect = tcp_connect,
   .accept = tcp_accept,

@@ -190,12 +190,24 @@ int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
   return 0;
 }
 
-int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss)
+static void sa_copy(struct sockaddr_storage *ss, const struct sockaddr *sa)
 {
-  struct sockaddr *sa = rdma_get_local_addr(l->id);
   memset(ss, 0, sizeof(*ss));
   memcpy(ss, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                             : sizeof(struct sockaddr_in));
+}
+
+int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss)
+{
+  sa_copy(ss, rdma_get_local_addr(l->id));
+  return 0;
+}
+
+int vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
+{
+  if (!tc->id)
+    return RMX_ENOTCONN;
+  sa_copy(ss, rdma_get_peer_addr(tc->id));
   return 0;
 }
 

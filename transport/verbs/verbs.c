@@ -203,6 +203,7 @@ const rmx_tp_ops_t rmx_verbs_ops = {
   .devices = vb_devices,
   .listen = vb_listen,
   .listen_addr = vb_listen_addr,
+  .peer_addr = vb_peer_addr,
   .listen_close = vb_listen_close,
   .connect = vb_connect,
   .accept = vb_accept,
