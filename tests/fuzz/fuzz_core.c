@@ -73,6 +73,7 @@ static void fk_fini(rmx_tp_t *tp) {}
 static int fk_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *o,
                      rmx_tp_listener_t **out) { return RMX_ENOTSUP; }
 static int fk_listen_addr(rmx_tp_listener_t *l, struct sockaddr_storage *ss) { return RMX_ENOTSUP; }
+static int fk_peer_addr(rmx_tp_conn_t *tc, struct sockaddr_storage *ss) { return RMX_ENOTSUP; }
 static void fk_listen_close(rmx_tp_listener_t *l) {}
 static int fk_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *h, size_t len,
                       void *owner, rmx_tp_conn_t **out)
@@ -160,7 +161,7 @@ static uint64_t fk_mem_rkey(const rmx_tp_mem_t *m) { return 42; }
 
 static const rmx_tp_ops_t fake_ops = {
   .name = "fake", .wire_id = 1, .max_io = 4096, .init = fk_init, .fini = fk_fini,
-  .listen = fk_listen, .listen_addr = fk_listen_addr, .listen_close = fk_listen_close,
+  .listen = fk_listen, .listen_addr = fk_listen_addr, .peer_addr = fk_peer_addr, .listen_close = fk_listen_close,
   .connect = fk_connect, .accept = fk_accept, .reject = fk_reject, .close = fk_close,
   .send = fk_send, .read = fk_read, .write = fk_write, .atomic = fk_atomic, .caps = fk_caps,
   .flush = fk_flush, .ready = fk_ready, .mem_reg = fk_mem_reg, .mem_dereg = fk_mem_dereg, .mem_rkey = fk_mem_rkey,
