@@ -167,7 +167,6 @@ typedef struct rmx__op {
   uint64_t id;
   rmx_wire_rts_t rts; /* RX: where to read from */
   rmx__rma_t *rma;    /* RMA ops */
-  rmx__rc_entry_t *cached; /* RNDV/RX: the cached registration in use */
   uint32_t imm;       /* RX: a held write-with-immediate */
   uint8_t is_imm;
   uint8_t rpc_flag;   /* RMX_FF_RPC_REQ / _REP: the frame carries rpcx */

@@ -58,6 +58,8 @@ static void deliver_item(rmx_conn_t *c, int is_imm, uint32_t imm, uint8_t rpc_fl
 static void rx_free(rmx__op_t *op)
 {
   rmx_conn_t *c = op->conn;
+  if (op->buf)
+    op->mem = NULL; /* the pool buffer's own registration, not the op's */
   rmx__op_unreg(c, op);
   if (op->buf)
     rmx__buf_free(c->ctx, op->buf);
@@ -80,6 +82,33 @@ static void deliver_ready(rmx_conn_t *c)
 
 /* ---- rendezvous reads ---- */
 
+/*
+ * Where a rendezvous read lands: a pool buffer (its slab is registered once
+ * and reused) up to the pool's largest, else heap memory registered for
+ * this read alone. Never the registration cache: rmx frees this memory
+ * itself, and a cache keyed by address would hand the next allocation at
+ * the same address a stale registration whenever the allocator unmaps
+ * behind the cache's hooks (AddressSanitizer's does: reads then landed in
+ * pages the application no longer saw).
+ */
+static int rx_dest(rmx_conn_t *c, rmx__op_t *op)
+{
+  int local_reg = (c->ops->flags & RMX_TP_F_LOCAL_REG) != 0;
+  if (op->len <= UINT32_MAX) {
+    int rc = rmx__buf_alloc(c->ctx, op->len, &op->buf);
+    if (rc)
+      return rc;
+    op->data = rmx_buf_data(op->buf);
+    return local_reg ? rmx__buf_mem(c->ctx, op->buf, c->tpi, &op->mem) : 0;
+  }
+  if (!(op->heap = malloc(op->len)))
+    return RMX_ENOMEM;
+  op->data = op->heap;
+  return local_reg ? c->ops->mem_reg(c->ctx->tp[c->tpi], op->heap, op->len, RMX_TP_ACC_LOCAL,
+                                     c->tc, &op->mem)
+                   : 0;
+}
+
 static void start_reads(rmx_conn_t *c)
 {
   rmx_list_t *n;
@@ -97,18 +126,15 @@ static void start_reads(rmx_conn_t *c)
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
     if (op->ready || op->reading)
       continue;
-    if (!op->heap && !(op->heap = malloc(op->len ? op->len : 1))) {
-      RMX_LOG(c->ctx, ERROR, "cannot allocate %zu bytes for an incoming message", op->len);
-      rmx__conn_down(c, RMX_ENOMEM);
-      return;
-    }
-    op->data = op->heap;
-    if (!op->mem && (rc = rmx__op_reg(c, op, op->heap, op->len, RMX_TP_ACC_LOCAL)) != 0) {
+    if (!op->data && (rc = rx_dest(c, op)) != 0) {
+      RMX_LOG(c->ctx, ERROR, "cannot take %zu bytes for a message from %s peer %s: %s", op->len,
+              c->ops->name, c->peer, rmx_strerror(rc));
       rmx__conn_down(c, rc);
       return;
     }
     rc = c->rma_out < c->rma_window
-             ? c->ops->read(c->tc, op->heap, op->len, op->mem, op->rts.addr, op->rts.rkey, op)
+             ? c->ops->read(c->tc, (void *)(uintptr_t)op->data, op->len, op->mem, op->rts.addr,
+                            op->rts.rkey, op)
              : RMX_EAGAIN;
     if (rc == RMX_EAGAIN) {
       c->reads_blocked = 1; /* the buffer stays; retried after a completion */

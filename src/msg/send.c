@@ -9,31 +9,22 @@
 #include "rmx_int.h"
 
 /*
- * Register a rendezvous source or destination for op. Memory a peer may
- * reach (a source it reads) is registered for this operation and this
- * connection alone, and released when the operation ends: never cached,
- * so it is not left reachable afterwards (docs/security.md). Local-only
- * destinations go through the cache where registration is costly (verbs).
+ * Register a rendezvous source for op: for this operation and this
+ * connection alone, released when the operation ends; never cached, so it
+ * is not left reachable afterwards (docs/security.md). (Destinations are
+ * pool buffers: src/msg/recv.c.)
  */
 int rmx__op_reg(rmx_conn_t *c, rmx__op_t *op, const void *addr, size_t len, unsigned access)
 {
-  int rc = 0;
-  if (access & ~RMX_TP_ACC_LOCAL) {
-    rc = c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)addr, len, access, c->tc,
+  return c->ops->mem_reg(c->ctx->tp[c->tpi], (void *)(uintptr_t)addr, len, access, c->tc,
                          &op->mem);
-  } else if (c->ops->flags & RMX_TP_F_LOCAL_REG) {
-    if ((rc = rmx__regcache_get(c->ctx, c->tpi, addr, len, access, &op->cached)) == 0)
-      op->mem = op->cached->mem;
-  }
-  return rc;
 }
 
 void rmx__op_unreg(rmx_conn_t *c, rmx__op_t *op)
 {
-  if (op->cached)
-    rmx__regcache_put(c->ctx, op->cached);
-  else if (op->mem)
+  if (op->mem)
     c->ops->mem_dereg(op->mem);
+  op->mem = NULL;
 }
 
 /* Complete a user send exactly once and release what it held. */
