@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Faults on one host: a server and an rmx-fault-peer client, the fault
+# injected once the client's workload is in full swing, the client's own
+# checks as the verdict (tests/faults/README.md).
+#
+#   fault_check.sh BINDIR tcp|rdma CASE...
+#
+# CASE is FAULT:WORKLOAD. FAULT: none (a counted run, data checked by the
+# server), kill (SIGKILL to the server process), linkdown (`ip link set
+# NETDEV down` under the RDMA device: root, inside the VM). WORKLOAD: msgs,
+# rpc, write, idle. Every wait is bounded; no time is judged, only printed.
+set -uo pipefail
+bin=$1 scheme=$2
+shift 2
+addr=${RMX_TEST_ADDR:-${RXE_VM_ADDR:-127.0.0.1}}
+dev=${RXE_VM_DEV:-rxe0}
+work=$(mktemp -d)
+srv= cli=
+trap 'for p in $cli $srv; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+
+# wait_for SECONDS COMMAND...: poll every 50 ms; 1 on timeout.
+wait_for() {
+  local n=$(($1 * 20)); shift
+  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.05; n=$((n - 1)); done
+  return 1
+}
+alive() { kill -0 "$1" 2>/dev/null; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# The netdev the RDMA device sits on (rxe-vm's dummy rxevm0 in one VM).
+netdev() {
+  cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/ndevs/0" 2>/dev/null || echo rxevm0
+}
+port_active() { grep -q ACTIVE "/sys/class/infiniband/$dev/ports/1/state"; }
+
+results=()
+run_case() {
+  local fault=${1%%:*} wl=${1#*:} d rc=0 ops=0
+  d=$(mktemp -d "$work/case.XXXX")
+  mkdir -p "$d"
+  [ "$fault" = none ] && ops=300
+  "$bin/rmx-fault-peer" server "$scheme://$addr:0" --ready "$d/ready" >"$d/server.out" 2>&1 &
+  srv=$!
+  if ! wait_for 60 test -f "$d/ready"; then
+    echo "$1: the server did not start"; cat "$d/server.out"; kill -9 "$srv"; return 1
+  fi
+  # The client's output comes through a FIFO, so the fault follows its
+  # "loaded" line within a millisecond or so (polling a file would let a
+  # 64 MiB message on loopback finish first).
+  mkfifo "$d/out"
+  "$bin/rmx-fault-peer" client "$(cat "$d/ready")" "$wl" --ops "$ops" --loaded "$d/loaded" \
+    --fault-file "$d/fault" --deadline-ms 240000 >"$d/out" 2>&1 &
+  cli=$!
+  exec {out}<"$d/out"
+  if [ "$fault" != none ]; then
+    local l= end=$((SECONDS + 240))
+    while [ "$SECONDS" -lt "$end" ] && IFS= read -r -t $((end - SECONDS)) -u "$out" l; do
+      echo "$l" >>"$d/client.out"
+      case $l in *'fault-peer: loaded'*) break ;; esac
+    done
+    if [ ! -f "$d/loaded" ]; then
+      kill -9 "$cli" "$srv"; cat <&"$out" >>"$d/client.out"; exec {out}<&-
+      echo "$1: the workload never got going"; cat "$d/client.out" "$d/server.out"; return 1
+    fi
+    # Mark, then inject: the marker is a few microseconds early at most.
+    touch "$d/fault"; kill -USR1 "$cli"
+    case $fault in
+      kill) kill -9 "$srv" ;;
+      linkdown) ip link set "$(netdev)" down ;;
+    esac
+  fi
+  cat <&"$out" >>"$d/client.out" &
+  local drain=$!
+  exec {out}<&-
+  wait_for 300 gone "$cli" || { echo "$1: the client hung"; kill -9 "$cli"; rc=1; }
+  wait "$cli" || rc=1
+  wait "$drain"
+  if [ "$fault" = linkdown ]; then
+    ip link set "$(netdev)" up
+    wait_for 30 port_active || { echo "$1: the port stayed down"; rc=1; }
+  fi
+  if alive "$srv"; then
+    kill -TERM "$srv"
+    wait_for 30 gone "$srv" || kill -9 "$srv"
+  fi
+  wait "$srv" 2>/dev/null
+  cat "$d/client.out"
+  local line; line=$(grep 'fault-peer: result' "$d/client.out")
+  [ -n "$line" ] || rc=1
+  results+=("$(printf '%-8s %-14s %-4s %s' "$scheme" "$1" "$([ $rc = 0 ] && echo ok || echo FAIL)" \
+    "$(echo "$line" | grep -o 'status=[^ ]*\|fault_to_disc_ms=[^ ]*\|last_ok_to_disc_ms=[^ ]*\|big_at_loss=[^ ]*' | tr '\n' ' ')")")
+  return $rc
+}
+
+fail=0
+for c in "$@"; do
+  echo "== $scheme $c"
+  run_case "$c" || fail=1
+done
+echo "== summary (times measured, not judged)"
+printf '%s\n' "${results[@]}"
+exit $fail
