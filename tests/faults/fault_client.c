@@ -103,9 +103,10 @@ static void maybe_loaded(void)
     return;
   C.loaded = 1;
   C.t_loaded = fp_now_ms();
-  printf("fault-peer: loaded (%ld completed, %ld in flight)\n", C.ok, C.outstanding);
+  /* The file first: a script that reacts to the line may look for it. */
   if (C.o->loaded_file && fp_write_file(C.o->loaded_file, "loaded\n") != 0)
     perror(C.o->loaded_file);
+  printf("fault-peer: loaded (%ld completed, %ld in flight)\n", C.ok, C.outstanding);
 }
 
 static void pump(void);

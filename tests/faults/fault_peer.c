@@ -3,12 +3,13 @@
  *
  *   rmx-fault-peer server URI [--ready FILE]
  *   rmx-fault-peer client URI msgs|rpc|write|idle [--ops N] [--loaded FILE]
- *                  [--fault-file FILE] [--deadline-ms MS]
+ *                  [--fault-file FILE] [--deadline-ms MS] [--after-fault-ms MS]
  *
  * The server serves until SIGTERM (or until it is killed, which is the
  * point). The client runs its workload; with --ops 0 (the default) it keeps
  * going until the connection drops, then checks every callback and prints
- * one "fault-peer: result ..." line (docs in tests/faults/README.md).
+ * one "fault-peer: result ..." line (tests/faults/README.md). The fault's
+ * time: the injector creates --fault-file or sends SIGUSR1.
  * Configuration comes from the RMX_* environment, untouched.
  */
 #include <stdio.h>
@@ -75,7 +76,7 @@ static int usage(void)
 {
   fprintf(stderr, "usage: rmx-fault-peer server URI [--ready FILE]\n"
                   "       rmx-fault-peer client URI msgs|rpc|write|idle [--ops N]"
-                  " [--loaded FILE] [--fault-file FILE] [--deadline-ms MS]\n");
+                  " [--loaded FILE] [--fault-file FILE] [--deadline-ms MS] [--after-fault-ms MS]\n");
   return 2;
 }
 
@@ -109,6 +110,8 @@ int main(int argc, char **argv)
         o.fault_file = v;
       else if (strcmp(argv[i], "--deadline-ms") == 0)
         o.deadline_ms = atol(v);
+      else if (strcmp(argv[i], "--after-fault-ms") == 0)
+        o.after_fault_ms = atol(v);
       else
         return usage();
       i++;

@@ -56,7 +56,8 @@ typedef struct fp_client_opts {
   long ops;               /* operations to run, then verify and close; 0: until a fault */
   const char *loaded_file;/* created once the workload is in full swing */
   const char *fault_file; /* appears when the fault is injected (polled) */
-  long deadline_ms;       /* give up waiting for the disconnect after this */
+  long deadline_ms;       /* give up waiting for the end after this */
+  long after_fault_ms;    /* ... or after this once the fault is noticed (0: no limit) */
 } fp_client_opts_t;
 
 int fp_client_main(const fp_client_opts_t *o);

@@ -29,6 +29,14 @@ static void cb_enter(void)
     C.after_closed++;
 }
 
+static void on_deadline(uv_timer_t *t)
+{
+  C.deadline_hit = 1;
+  fprintf(stderr, "fault-peer client: no end in time (%s); closing\n",
+          C.t_fault ? "--after-fault-ms" : "--deadline-ms");
+  fp_client_close();
+}
+
 static void mark_fault(const char *how)
 {
   if (C.t_fault)
@@ -37,6 +45,9 @@ static void mark_fault(const char *how)
    * resolution, so it counts as zero rather than negative. */
   C.t_fault = C.t_disc ? C.t_disc : fp_now_ms();
   printf("fault-peer: fault noticed (%s)\n", how);
+  /* From now on the loss must be seen within --after-fault-ms. */
+  if (C.o->after_fault_ms && !C.t_disc && !C.closing)
+    uv_timer_start(&deadline_timer, on_deadline, (uint64_t)C.o->after_fault_ms, 0);
 }
 
 static int fault_file_exists(void)
@@ -54,13 +65,6 @@ static void on_poll(uv_timer_t *t)
 static void on_usr1(uv_signal_t *h, int signum)
 {
   mark_fault("signal");
-}
-
-static void on_deadline(uv_timer_t *t)
-{
-  C.deadline_hit = 1;
-  fprintf(stderr, "fault-peer client: no end after %ld ms; closing\n", C.o->deadline_ms);
-  fp_client_close();
 }
 
 static void stop_timers(void)
