@@ -18,6 +18,7 @@
 #include "fault_client.h"
 
 #define FAULT_POLL_MS 20
+#define CLOSE_BOUND_MS 30000 /* RMX_CLOSE_TIMEOUT_MS is 5000 by default */
 
 static uv_timer_t poll_timer, deadline_timer;
 static uv_signal_t usr1;
@@ -29,12 +30,20 @@ static void cb_enter(void)
     C.after_closed++;
 }
 
+/* A bound on every wait, closing included: a close whose on_closed never
+ * comes (an operation never completed) stops the loop and is reported. */
 static void on_deadline(uv_timer_t *t)
 {
   C.deadline_hit = 1;
+  if (C.closing) {
+    fprintf(stderr, "fault-peer client: on_closed never came\n");
+    rmx_ctx_stop(C.ctx);
+    return;
+  }
   fprintf(stderr, "fault-peer client: no end in time (%s); closing\n",
           C.t_fault ? "--after-fault-ms" : "--deadline-ms");
   fp_client_close();
+  uv_timer_start(&deadline_timer, on_deadline, CLOSE_BOUND_MS, 0);
 }
 
 static void mark_fault(const char *how)
@@ -85,7 +94,8 @@ void fp_client_close(void)
   if (C.closing)
     return;
   C.closing = 1;
-  stop_timers();
+  uv_timer_stop(&poll_timer);
+  uv_timer_start(&deadline_timer, on_deadline, CLOSE_BOUND_MS, 0);
   int rc = rmx_conn_close(C.c, on_closed, NULL);
   if (rc)
     fprintf(stderr, "fault-peer client: close: %s\n", rmx_strerror(rc));
@@ -242,6 +252,7 @@ int fp_client_main(const fp_client_opts_t *o)
   uv_run(loop, UV_RUN_NOWAIT);
   if (C.rk)
     rmx_rkey_release(C.rk);
+  /* With the connection still open destroy refuses (RMX_EBUSY): reported. */
   C.destroy_rc = rmx_ctx_destroy(C.ctx);
   fp_workload_fini();
   verdict();
