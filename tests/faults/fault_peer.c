@@ -98,10 +98,10 @@ int main(int argc, char **argv)
     if (strcmp(o.workload, "msgs") && strcmp(o.workload, "rpc") && strcmp(o.workload, "write") &&
         strcmp(o.workload, "idle"))
       return usage();
-    for (int i = 4; i < argc; i++) {
-      const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-      if (!v)
-        return usage();
+    if ((argc - 4) % 2)
+      return usage(); /* options come in pairs: --name value */
+    for (int i = 4; i < argc; i += 2) {
+      const char *v = argv[i + 1];
       if (strcmp(argv[i], "--ops") == 0)
         o.ops = atol(v);
       else if (strcmp(argv[i], "--loaded") == 0)
@@ -114,7 +114,6 @@ int main(int argc, char **argv)
         o.after_fault_ms = atol(v);
       else
         return usage();
-      i++;
     }
     return fp_client_main(&o);
   }
