@@ -106,6 +106,7 @@ run_case() {
   cat "$d/client.out"
   local line; line=$(grep 'fault-peer: result' "$d/client.out")
   [ -n "$line" ] || rc=1
+  [ "$rc" = 0 ] || sed 's/^/server| /' "$d/server.out"
   results+=("$(printf '%-8s %-14s %-4s %s' "$scheme" "$1" "$([ $rc = 0 ] && echo ok || echo FAIL)" \
     "$(echo "$line" | grep -o 'status=[^ ]*\|fault_to_disc_ms=[^ ]*\|last_ok_to_disc_ms=[^ ]*\|big_at_loss=[^ ]*' | tr '\n' ' ')")")
   return $rc

@@ -5,6 +5,7 @@
  * sent to the client as the first message). It is usually killed; on
  * SIGTERM it closes everything and destroys its context.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +68,19 @@ static void on_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
     return;
   }
   memcpy(&h, data, sizeof(h));
-  if (h.len != len || fp_check((const uint8_t *)data + sizeof(h), len - sizeof(h), h.seed, 0))
-    s->bad_msgs++;
+  if (h.len != len || fp_check((const uint8_t *)data + sizeof(h), len - sizeof(h), h.seed, 0)) {
+    /* Where it went wrong tells a torn transfer from a stale buffer. */
+    size_t first = 0, nbad = 0;
+    for (size_t off = 0; h.len == len && off + sizeof(h) < len; off += 4096) {
+      size_t n = len - sizeof(h) - off < 4096 ? len - sizeof(h) - off : 4096;
+      if (fp_check((const uint8_t *)data + sizeof(h) + off, n, h.seed, off) && !nbad++)
+        first = off;
+    }
+    if (s->bad_msgs++ < 5)
+      fprintf(stderr, "fault-peer server: message %" PRIu64 " of %zu bytes (says %u, seed %u) is "
+              "wrong: first bad 4 KiB page at %zu, %zu pages bad\n", s->msgs, len, h.len, h.seed,
+              first, nbad);
+  }
 }
 
 static void rpc_echo(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
