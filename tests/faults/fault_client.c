@@ -80,8 +80,8 @@ static int op_done(op_t *o, int status)
     if (C.failed)
       C.ok_after_fail++;
   } else {
-    if (!C.failed++)
-      C.big_at_loss = C.big_inflight;
+    if (!C.failed++) /* sent_cb has already taken a failing big one off */
+      C.big_at_loss = C.big_inflight + (o->kind == OP_BIG);
     if (!C.first_err)
       C.first_err = status;
     if (status == RMX_ECANCELED && !C.closing)
@@ -94,7 +94,9 @@ static int op_done(op_t *o, int status)
 
 static void maybe_loaded(void)
 {
-  static const long need_msgs = 24, need_rpc = 1000, need_write = FP_SLOTS, need_idle = 1;
+  /* msgs: the messages ahead of the first 64 MiB one; across two TCG VMs
+   * one such message takes half a minute, so waiting for more costs. */
+  static const long need_msgs = 5, need_rpc = 1000, need_write = FP_SLOTS, need_idle = 1;
   long need = C.wl == WL_MSGS ? need_msgs : C.wl == WL_RPC ? need_rpc
             : C.wl == WL_WRITE ? need_write : need_idle;
   /* Messages: announce it while a 64 MiB message is on its way, so a

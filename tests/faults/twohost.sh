@@ -81,7 +81,7 @@ client() {
     for w in $workloads; do
       "$bin/rmx-fault-peer" client "$(cat "$TWOHOST_DIR/ready.$t")" "$w" \
         --loaded "$TWOHOST_DIR/loaded.$t.$w" --fault-file "$TWOHOST_DIR/fault.at" \
-        --deadline-ms 240000 --after-fault-ms 60000 >"$TWOHOST_DIR/$scenario.$t.$w" 2>&1 &
+        --deadline-ms 240000 --after-fault-ms 30000 >"$TWOHOST_DIR/$scenario.$t.$w" 2>&1 &
       pids+=($!) names+=("$scenario.$t.$w")
     done
   done
