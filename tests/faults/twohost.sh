@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The two-host fault tests, run by tests/vm/two-hosts: host A serves, host
+# B runs rmx-fault-peer clients over rdma and tcp at once, then host A is
+# lost and every client must see on_disconnect with everything it had
+# outstanding failed (the client's own checks). Also run directly by ctest
+# through twohost-run below.
+#
+#   twohost.sh server BINDIR              (host A)
+#   twohost.sh client BINDIR SCENARIO     (host B)
+#   twohost.sh run BINDIR SCENARIO        (the host: boots the pair)
+#
+# SCENARIO: smoke (every workload counted and checked, plus rmx-echo, no
+# fault); linkcut (A's eth0 down; then up again and a smoke run over the
+# mended link, TCP only); poweroff (`poweroff -f` in A); kill (A's QEMU killed);
+# procs (A's server processes killed: A's kernel answers for them, so this
+# one needs no keepalive; not a ctest, a check of the bed itself).
+# Every wait is bounded; times are printed, never judged.
+set -uo pipefail
+mode=$1 bin=$2
+here=$(cd "$(dirname "$0")" && pwd)
+transports="rdma tcp"
+workloads="msgs rpc write idle"
+
+server() {
+  local t
+  for t in $transports; do
+    "$bin/rmx-fault-peer" server "$t://$TWOHOST_A_ADDR:0" --ready "$TWOHOST_DIR/ready.$t" &
+  done
+  "$bin/rmx-echo" server "rdma://$TWOHOST_A_ADDR:0" >"$TWOHOST_DIR/echo.out" 2>&1 &
+  wait
+}
+
+# smoke LABEL [TRANSPORTS]: every workload, counted and checked.
+smoke() {
+  local t w pids=() names=() rc=0
+  for t in ${2:-$transports}; do
+    for w in $workloads; do
+      local ops=200
+      [ "$w" = msgs ] && ops=40 # two 64 MiB messages among them
+      "$bin/rmx-fault-peer" client "$(cat "$TWOHOST_DIR/ready.$t")" "$w" --ops "$ops" \
+        --deadline-ms 180000 >"$TWOHOST_DIR/$1.$t.$w" 2>&1 &
+      pids+=($!) names+=("$1.$t.$w")
+    done
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || rc=1
+    summarize "${names[$i]}"
+  done
+  return $rc
+}
+
+summarize() {
+  local line; line=$(grep 'fault-peer: result' "$TWOHOST_DIR/$1")
+  if [ -n "$line" ] && [[ $line == *checks=pass* ]]; then
+    echo "twohost: $1 ok $(echo "$line" | grep -o 'status=[^ ]*\|fault_to_disc_ms=[^ ]*\|last_ok_to_disc_ms=[^ ]*' | tr '\n' ' ')"
+  else
+    echo "twohost: $1 FAIL"; sed 's/^/    /' "$TWOHOST_DIR/$1"
+  fi
+}
+
+# rmx-echo across the wire too: an example program, byte-checked.
+echo_smoke() {
+  local uri; uri=$(sed -n 's/^server: listening on //p' "$TWOHOST_DIR/echo.out")
+  [ -n "$uri" ] || { echo "twohost: no rmx-echo server on A"; return 1; }
+  "$bin/rmx-echo" client "$uri" 100 64 && "$bin/rmx-echo" client "$uri" 4 $((1 << 20))
+}
+
+client() {
+  local scenario=$1 t w rc=0
+  for t in $transports; do
+    $TWOHOST wait-file "$TWOHOST_DIR/ready.$t" 120 || { echo "twohost: no $t server on A"; return 1; }
+  done
+  if [ "$scenario" = smoke ]; then
+    smoke smoke || rc=1
+    echo_smoke || rc=1
+    return $rc
+  fi
+  # Every workload on both transports at once, until the fault.
+  local pids=() names=()
+  for t in $transports; do
+    for w in $workloads; do
+      "$bin/rmx-fault-peer" client "$(cat "$TWOHOST_DIR/ready.$t")" "$w" \
+        --loaded "$TWOHOST_DIR/loaded.$t.$w" --fault-file "$TWOHOST_DIR/fault.at" \
+        --deadline-ms 240000 --after-fault-ms 30000 >"$TWOHOST_DIR/$scenario.$t.$w" 2>&1 &
+      pids+=($!) names+=("$scenario.$t.$w")
+    done
+  done
+  local start=$SECONDS
+  for t in $transports; do
+    for w in $workloads; do
+      $TWOHOST wait-file "$TWOHOST_DIR/loaded.$t.$w" 240 || echo "twohost: $t $w never got going"
+    done
+  done
+  echo "twohost: workloads loaded after $((SECONDS - start)) s; injecting $scenario"
+  $TWOHOST fault "${scenario/linkcut/linkdown}" || rc=1
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || rc=1
+    summarize "${names[$i]}"
+  done
+  # Over the mended link, TCP only: A's RDMA connections were closed with
+  # its port down, after which SoftRoCE passes no new connection requests
+  # in that VM (tests/faults/fault_check.sh).
+  if [ "$scenario" = linkcut ]; then
+    $TWOHOST fault linkup || rc=1
+    smoke mended tcp || rc=1
+  fi
+  return $rc
+}
+
+case $mode in
+  server) server ;;
+  client) client "$3" ;;
+  run)
+    exec "$here/../vm/two-hosts" --timeout "${TWOHOST_TIMEOUT:-540}" \
+      --a "$here/twohost.sh server $bin" --b "$here/twohost.sh client $bin $3" ;;
+  *) echo "usage: twohost.sh server|client|run BINDIR [SCENARIO]" >&2; exit 2 ;;
+esac
