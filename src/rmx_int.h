@@ -188,6 +188,11 @@ typedef struct rmx__credit {
 /* What a frame to send needs: BYE none, CREDIT one (it may use the last),
  * everything else two (the last stays for CREDIT). */
 uint32_t rmx__credit_need(int ctrl_type);
+/* May a CREDIT frame (a credit return or a keepalive) go now? It takes the
+ * last credit only when it returns some: two sides each spending their
+ * last on a frame that returns nothing (crossing keepalives) would both be
+ * left with none, each waiting for the other. */
+int rmx__credit_frame_ok(const rmx__credit_t *k);
 /* Take what is owed for an outgoing header; untake when it was not sent. */
 uint16_t rmx__credit_take(rmx__credit_t *k);
 void rmx__credit_untake(rmx__credit_t *k, uint16_t n);

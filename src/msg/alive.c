@@ -62,6 +62,10 @@ static int credit_blocked(const rmx_conn_t *c)
 /* 1 when the connection was declared lost. */
 static int watch(rmx_conn_t *c, uint64_t now, uint32_t limit)
 {
+  if (c->rndv_reads)
+    c->ka.last_rx = now; /* reading from the peer: the read's own failure
+                            reports a lost peer (verbs: RC retries; TCP: the
+                            socket's keepalive and user timeout) */
   if (now - c->ka.last_rx >= limit) {
     RMX_LOG(c->ctx, WARN, "%s peer %s (connection %p): nothing from it for %llu ms "
             "(RMX_KEEPALIVE_TIMEOUT_MS %u): peer lost", c->ops->name, c->peer, (void *)c,
@@ -104,7 +108,8 @@ static void alive_tick(uv_timer_t *t)
     any = 1;
     if (limit && watch(c, now, limit))
       continue;
-    if (c->ka.send_ms && now - c->ka.last_tx >= c->ka.send_ms && !c->ka.due) {
+    if (c->ka.send_ms && now - c->ka.last_tx >= c->ka.send_ms && !c->ka.due &&
+        rmx__credit_frame_ok(&c->cr)) {
       if (rmx__msg_queue_keepalive(c) == 0)
         rmx__msg_progress(c);
     }

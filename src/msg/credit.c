@@ -15,6 +15,11 @@ uint32_t rmx__credit_need(int ctrl_type)
   return ctrl_type == RMX_FR_BYE ? 0 : ctrl_type == RMX_FR_CREDIT ? 1 : 2;
 }
 
+int rmx__credit_frame_ok(const rmx__credit_t *k)
+{
+  return k->credits >= 2 || (k->credits == 1 && k->owed > 0);
+}
+
 uint16_t rmx__credit_take(rmx__credit_t *k)
 {
   uint32_t n = k->owed > UINT16_MAX ? UINT16_MAX : k->owed;

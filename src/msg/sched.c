@@ -109,8 +109,25 @@ void rmx__msg_progress(rmx_conn_t *c)
       rmx__op_put(op);
       continue;
     }
-    if (c->cr.credits < rmx__credit_need(op->ctrl))
-      break;
+    if (op->ctrl == RMX_FR_CREDIT ? !rmx__credit_frame_ok(&c->cr)
+                                  : c->cr.credits < rmx__credit_need(op->ctrl)) {
+      /* A CREDIT frame further back may still go with the last credit: a
+       * FIN waiting for two must not hold back the credit return (or the
+       * keepalive) both sides may be waiting for. */
+      rmx__op_t *cr = NULL;
+      rmx_list_t *k;
+      rmx_list_foreach(k, &c->ctrlq) {
+        rmx__op_t *o = rmx_container_of(k, rmx__op_t, link);
+        if (o->ctrl == RMX_FR_CREDIT) {
+          cr = o;
+          break;
+        }
+      }
+      if (!cr || cr == op || !rmx__credit_frame_ok(&c->cr))
+        break;
+      op = cr;
+      n = &cr->link;
+    }
     rmx_list_del(n);
     if ((rc = post(c, op)) != 0) {
       rmx_list_push_front(&c->ctrlq, &op->link);

@@ -244,32 +244,45 @@ static int raw_handshake(raw_t *r)
   return fd;
 }
 
-/* RAW_SILENT: never a byte more. RAW_ANSWER_CREDITS: answer each empty
- * CREDIT frame with a CREDIT frame returning its one credit, and never
- * return any other: alive, but the server's messages wait for credits. */
+/* RAW_SILENT: never a byte more. RAW_ANSWER_CREDITS: every 100 ms a
+ * CREDIT frame of its own that returns the credits of the server's CREDIT
+ * frames (its keepalives) and never those of a message: alive and talking,
+ * but the server's messages wait for credits. It keeps the credit rules:
+ * its own credits are the server's depth, less what it sent, plus what the
+ * server returned; the last one only for a frame that returns some. */
 static void *raw_main(void *arg)
 {
   raw_t *r = arg;
   uint8_t kind, *body = malloc(16384), out[64];
-  uint32_t blen;
+  uint32_t blen, credits = 64, owed = 0; /* hello_default()'s depth */
+  uint64_t last = now_ms();
   r->fd = raw_handshake(r);
   assert_true(r->fd >= 0);
   while (!__atomic_load_n(&r->quit, __ATOMIC_SEQ_CST)) {
-    struct pollfd p = {.fd = r->fd, .events = POLLIN};
-    if (r->mode == RAW_SILENT || poll(&p, 1, 100) != 1) {
+    if (r->mode == RAW_SILENT) {
       usleep(10000);
-      continue; /* look at quit again; a frame is never read in part */
-    }
-    if (rd_tframe(r->fd, &kind, body, &blen, 16384) != 0)
-      break; /* closed by the server */
-    if (kind != K_MSG || blen < 8)
       continue;
-    __atomic_add_fetch(&r->frames, 1, __ATOMIC_SEQ_CST);
-    if (body[0] == F_CREDIT && g32(body + 4) == 0) {
-      __atomic_add_fetch(&r->keepalives, 1, __ATOMIC_SEQ_CST);
-      size_t n = msg_frame(out, F_CREDIT, 0, 1, NULL, 0);
+    }
+    struct pollfd p = {.fd = r->fd, .events = POLLIN};
+    if (poll(&p, 1, 20) == 1) { /* a frame is never read in part */
+      if (rd_tframe(r->fd, &kind, body, &blen, 16384) != 0)
+        break; /* closed by the server */
+      if (kind != K_MSG || blen < 8)
+        continue;
+      __atomic_add_fetch(&r->frames, 1, __ATOMIC_SEQ_CST);
+      credits += g16(body + 2);
+      if (body[0] == F_CREDIT && g32(body + 4) == 0) {
+        __atomic_add_fetch(&r->keepalives, 1, __ATOMIC_SEQ_CST);
+        owed++;
+      }
+    }
+    if (now_ms() - last >= 100 && (credits >= 2 || (credits == 1 && owed > 0))) {
+      size_t n = msg_frame(out, F_CREDIT, 0, (uint16_t)owed, NULL, 0);
       if (wr_all(r->fd, out, n))
         break;
+      credits--;
+      owed = 0;
+      last = now_ms();
     }
   }
   free(body);

@@ -33,6 +33,28 @@ static void the_last_credit_is_for_credit_frames(void **state)
   assert_int_equal(rmx__credit_rx(&spare, depth, 1), RMX__CREDIT_OVER);
 }
 
+/* Crossing keepalives: both sides at their last credit, nothing owed. If
+ * both spent it, neither could ever send again. */
+static void the_last_credit_returns_something(void **state)
+{
+  rmx__credit_t a = {.credits = 1, .peer_depth = 4}, b = a;
+  assert_false(rmx__credit_frame_ok(&a)); /* it would return nothing */
+  rmx__credit_freed(&a, 1);               /* a keepalive of b's was consumed */
+  assert_true(rmx__credit_frame_ok(&a));  /* now it returns one */
+  b.credits = 2;
+  assert_true(rmx__credit_frame_ok(&b));  /* not the last */
+  /* Both at the last credit, each owing one: both send, each frame brings
+   * the other a credit back, and neither is stuck. */
+  rmx__credit_freed(&b, 1);
+  b.credits = 1;
+  uint16_t from_a = rmx__credit_take(&a), from_b = rmx__credit_take(&b);
+  a.credits--, b.credits--;
+  assert_int_equal(rmx__credit_returned(&a, from_b), 0);
+  assert_int_equal(rmx__credit_returned(&b, from_a), 0);
+  assert_int_equal(a.credits, 1);
+  assert_int_equal(b.credits, 1);
+}
+
 static void returned_credits_free_receive_slots(void **state)
 {
   rmx__credit_t k = {0};
@@ -96,6 +118,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(frames_need_what_the_protocol_says),
     cmocka_unit_test(the_last_credit_is_for_credit_frames),
+    cmocka_unit_test(the_last_credit_returns_something),
     cmocka_unit_test(returned_credits_free_receive_slots),
     cmocka_unit_test(a_frame_not_sent_still_owes),
     cmocka_unit_test(take_caps_at_the_header_field),
