@@ -39,7 +39,7 @@ int soak_check(void)
   failures = driver_failed;
   long long ops = 0, losses = 0, recon = 0, lost_ops = 0, corrupt = (long long)scorrupt, viol = 0;
   long long tol = (long long)strtoull(getenv("RMX_SOAK_RSS_TOL_MIB") ? getenv("RMX_SOAK_RSS_TOL_MIB")
-                                                                      : "4", NULL, 0) << 20;
+                                                                      : "8", NULL, 0) << 20;
   int warmed = 0, rss_checked = !soak_sanitized();
   char fds[256] = "", rss[384] = "";
 

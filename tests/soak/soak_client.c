@@ -63,6 +63,9 @@ static void checkpoint(void)
   int fds = soak_fds();
   size_t rss = soak_rss();
   C.checkpoints++;
+  if (C.trace)
+    fprintf(stderr, "soak client %d: %.1f s fds=%d rss=%.2f MiB\n", C.idx,
+            (double)(soak_now_ms() - C.start_ms) / 1000.0, fds, (double)rss / 1048576.0);
   if (C.fd_warm < 0) {
     if (soak_now_ms() - C.start_ms < C.warm_ms)
       return;
@@ -250,6 +253,7 @@ int soak_client_main(int argc, char **argv)
   C.start_ms = soak_now_ms();
   C.fd_warm = C.fd_max = C.fd_end = -1;
   C.nconns = argc - 6;
+  C.trace = getenv("RMX_SOAK_TRACE") != NULL; /* every resource sample on stderr */
 
   rmx_config_t cfg;
   int rc = rmx_config_init(&cfg); /* keepalive from RMX_KEEPALIVE_MS and _TIMEOUT_MS */
@@ -270,11 +274,13 @@ int soak_client_main(int argc, char **argv)
     cc->next_id = ((uint64_t)(C.idx + 1) << 56) | ((uint64_t)(C.gen & 0xff) << 48) |
                   ((uint64_t)i << 40) | 1;
     for (int s = 0; s < SOAK_SLOTS; s++) {
-      /* touched now, so that the resident size does not grow with use */
+      /* Touched now, so that the resident size does not creep up as ever
+       * longer payloads reach further into them. Not with zeros: malloc
+       * and memset 0 may become a calloc that touches nothing. */
       cc->buf[s] = malloc(SOAK_MAX_MSG);
       if (!cc->buf[s])
         abort();
-      memset(cc->buf[s], 0, SOAK_MAX_MSG);
+      memset(cc->buf[s], 0xa5, SOAK_MAX_MSG);
     }
     uv_timer_init(&C.loop, &cc->again);
     cc->again.data = cc;

@@ -49,7 +49,7 @@ typedef struct cconn {
 typedef struct client {
   uv_loop_t loop;
   rmx_ctx_t *ctx;
-  int idx, gen, nconns, draining, finished, old_handles;
+  int idx, gen, nconns, draining, finished, old_handles, trace;
   uint64_t rng, start_ms, warm_ms;
   cconn_t conns[SOAK_MAX_SERVERS];
   /* what is reported */

@@ -192,8 +192,9 @@ static void reap(void)
     if (k->stopping && WIFEXITED(st) && WEXITSTATUS(st) == 0)
       continue;
     D.failed++;
-    fprintf(stderr, "soak: FAIL: %s %d (gen %d) ended by itself: %s %d\n", k->role, k->idx,
-            k->gen, WIFSIGNALED(st) ? "signal" : "exit status",
+    fprintf(stderr, "soak: FAIL: %s %d (gen %d) %s: %s %d (a sanitizer's report above?)\n",
+            k->role, k->idx, k->gen, k->stopping ? "did not stop cleanly" : "ended by itself",
+            WIFSIGNALED(st) ? "signal" : "exit status",
             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
   }
 }
