@@ -63,6 +63,8 @@ size_t soak_pattern_check(const void *buf, size_t n, uint64_t seed, uint64_t off
  * it takes the id from the header (a server does not know it). */
 void soak_payload(void *buf, size_t n, uint64_t id);
 size_t soak_payload_check(const void *buf, size_t n, uint64_t id);
+/* The id in a payload's header; 0 for a payload too short to have one. */
+uint64_t soak_payload_id(const void *buf, size_t n);
 
 /* Resource use of this process: open descriptors and resident bytes. */
 int soak_fds(void);
@@ -82,7 +84,11 @@ int soak_driver_main(int argc, char **argv);
 /* ---- the driver's verdict (soak_check.c), from what it kept (soak_driver.c) ---- */
 int soak_check(void);
 const char *soak_report_of(int client, int idx); /* "" when none came */
-void soak_counts(int *nservers, int *nclients, unsigned long *kills, unsigned long *stops,
-                 unsigned long *client_kills, unsigned long *server_corrupt, int *failed);
+typedef struct soak_counts {
+  int nservers, nclients, failed;
+  unsigned long kills, stops, client_kills;
+  unsigned long server_corrupt, server_resent; /* as the servers said them */
+} soak_counts_t;
+void soak_counts(soak_counts_t *out);
 
 #endif

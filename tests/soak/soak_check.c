@@ -33,11 +33,14 @@ static void fail_if(int bad, const char *what, int idx, long long v)
 
 int soak_check(void)
 {
-  int ns, nc, driver_failed;
-  unsigned long kills, stops, ckills, scorrupt;
-  soak_counts(&ns, &nc, &kills, &stops, &ckills, &scorrupt, &driver_failed);
-  failures = driver_failed;
-  long long ops = 0, losses = 0, recon = 0, lost_ops = 0, corrupt = (long long)scorrupt, viol = 0;
+  soak_counts_t k;
+  soak_counts(&k);
+  int ns = k.nservers, nc = k.nclients;
+  unsigned long kills = k.kills, stops = k.stops, ckills = k.client_kills,
+                scorrupt = k.server_corrupt;
+  failures = k.failed;
+  long long ops = 0, losses = 0, recon = 0, lost_ops = 0, corrupt = (long long)scorrupt,
+            viol = (long long)k.server_resent;
   long long tol = (long long)strtoull(getenv("RMX_SOAK_RSS_TOL_MIB") ? getenv("RMX_SOAK_RSS_TOL_MIB")
                                                                       : "8", NULL, 0) << 20;
   int warmed = 0, rss_checked = !soak_sanitized();
@@ -96,6 +99,10 @@ int soak_check(void)
   if (scorrupt) {
     failures++;
     fprintf(stderr, "soak: FAIL: servers received %lu corrupted bytes\n", scorrupt);
+  }
+  if (k.server_resent) {
+    failures++;
+    fprintf(stderr, "soak: FAIL: servers received %lu operations twice\n", k.server_resent);
   }
   /* The soak proves nothing if nothing went wrong on purpose. */
   if (warmed == 0) {

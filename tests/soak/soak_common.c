@@ -112,6 +112,11 @@ size_t soak_payload_check(const void *buf, size_t n, uint64_t id)
   return bad + soak_pattern_check(p + SOAK_HDR, n - SOAK_HDR, soak_mix(id), SOAK_HDR);
 }
 
+uint64_t soak_payload_id(const void *buf, size_t n)
+{
+  return n < SOAK_HDR ? 0 : get64(buf);
+}
+
 int soak_fds(void)
 {
   DIR *d = opendir("/proc/self/fd");

@@ -46,7 +46,7 @@ static struct {
   uint64_t seed, rng, seconds;
   int nservers, nclients, failed;
   kid_t srv[MAX_KIDS], cli[MAX_KIDS];
-  unsigned long kills, stops, resumes, client_kills, server_corrupt;
+  unsigned long kills, stops, resumes, client_kills, server_corrupt, server_resent;
 } D;
 
 static void fail(const char *fmt, const char *what, long v)
@@ -132,6 +132,8 @@ static void on_line(kid_t *k, char *line)
     k->ready = 1;
   else if (sscanf(line, "CORRUPT %lu", &n) == 1)
     D.server_corrupt += n; /* said at once: the server may be killed later */
+  else if (!strncmp(line, "RESENT ", 7))
+    D.server_resent++;
   else if (!strncmp(line, "CLIENT ", 7) || !strncmp(line, "SERVER ", 7))
     snprintf(k->report, sizeof(k->report), "%s", line);
 }
@@ -447,16 +449,11 @@ const char *soak_report_of(int client, int idx)
   return client ? D.cli[idx].report : D.srv[idx].report;
 }
 
-void soak_counts(int *nservers, int *nclients, unsigned long *kills, unsigned long *stops,
-                 unsigned long *client_kills, unsigned long *server_corrupt, int *failed)
+void soak_counts(soak_counts_t *out)
 {
-  *nservers = D.nservers;
-  *nclients = D.nclients;
-  *kills = D.kills;
-  *stops = D.stops;
-  *client_kills = D.client_kills;
-  *server_corrupt = D.server_corrupt;
-  *failed = D.failed;
+  *out = (soak_counts_t){.nservers = D.nservers, .nclients = D.nclients, .failed = D.failed,
+                         .kills = D.kills, .stops = D.stops, .client_kills = D.client_kills,
+                         .server_corrupt = D.server_corrupt, .server_resent = D.server_resent};
 }
 
 int main(int argc, char **argv)

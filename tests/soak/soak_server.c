@@ -10,6 +10,9 @@
  * SIGTERM asks it to stop, closes everything, destroys its context and
  * prints one "SERVER ..." line. SIGKILL is the other way it ends.
  *
+ * It also remembers every operation id it received: one arriving twice was
+ * sent again behind the client's back.
+ *
  * RMX_SOAK_BREAK=echo damages one byte of every 500th echo: the soak must
  * then fail (a check of the checker).
  */
@@ -44,7 +47,7 @@ static struct {
   int listen_tries, stopping, break_echo;
   uint64_t rng;
   sconn_t *conns;
-  unsigned long accepted, closed, msgs, rpcs, keys, corrupt, send_fail, reg_fail;
+  unsigned long accepted, closed, msgs, rpcs, keys, corrupt, resent, send_fail, reg_fail;
 } S;
 
 static sconn_t *find(rmx_conn_t *c)
@@ -76,6 +79,39 @@ static void close_conn(sconn_t *s)
   rmx_conn_close(s->c, s_closed, s);
 }
 
+/* Every operation id this process received, to catch one sent again
+ * (rmx never re-sends what failed at a loss). Only a process that lived
+ * through a loss can see that: a server stopped past the keepalive limit
+ * and resumed, whose clients reconnected to it. Open addressing, doubling. */
+static struct {
+  uint64_t *v;
+  size_t cap, n;
+} seen;
+
+static int seen_add(uint64_t id)
+{
+  if (2 * (seen.n + 1) > seen.cap) {
+    size_t cap = seen.cap ? 2 * seen.cap : 4096;
+    uint64_t *v = calloc(cap, sizeof(*v)), *old = seen.v;
+    if (!v)
+      abort();
+    seen.v = v;
+    seen.cap = cap;
+    seen.n = 0;
+    for (size_t i = 0; old && i < cap / 2; i++)
+      if (old[i])
+        seen_add(old[i]);
+    free(old);
+  }
+  size_t i = soak_mix(id) & (seen.cap - 1);
+  for (; seen.v[i]; i = (i + 1) & (seen.cap - 1))
+    if (seen.v[i] == id)
+      return 0;
+  seen.v[i] = id;
+  seen.n++;
+  return 1;
+}
+
 /* Said at once, not only in the last report: a server may be killed. */
 static void count_corrupt(size_t bad)
 {
@@ -83,6 +119,16 @@ static void count_corrupt(size_t bad)
     return;
   S.corrupt += bad;
   printf("CORRUPT %zu\n", bad);
+  fflush(stdout);
+}
+
+static void check_once(const void *data, size_t n)
+{
+  uint64_t id = soak_payload_id(data, n);
+  if (!id || seen_add(id))
+    return;
+  S.resent++;
+  printf("RESENT %#llx\n", (unsigned long long)id);
   fflush(stdout);
 }
 
@@ -96,6 +142,7 @@ static void s_recv(rmx_conn_t *c, const void *data, size_t n, void *arg)
 {
   S.msgs++;
   count_corrupt(soak_payload_check(data, n, 0));
+  check_once(data, n);
   /* Large echoes go by rendezvous from our memory, which must outlive the
    * send: every echo gets its own copy, freed by its callback. */
   unsigned char *copy = malloc(n ? n : 1);
@@ -144,6 +191,7 @@ static void rpc_xform(rmx_rpc_req_t *req, const void *data, size_t n, void *arg)
 {
   S.rpcs++;
   count_corrupt(soak_payload_check(data, n, 0));
+  check_once(data, n);
   unsigned char *out = malloc(n ? n : 1);
   if (!out)
     abort();
@@ -239,8 +287,10 @@ int soak_server_main(int argc, char **argv)
   uv_run(&S.loop, UV_RUN_DEFAULT);
   if (uv_loop_close(&S.loop) != 0)
     rc = rc ? rc : -1;
-  printf("SERVER accepted=%lu closed=%lu msgs=%lu rpcs=%lu keys=%lu corrupted=%lu "
+  free(seen.v);
+  printf("SERVER accepted=%lu closed=%lu msgs=%lu rpcs=%lu keys=%lu corrupted=%lu resent=%lu "
          "send_fail=%lu reg_fail=%lu destroy=%d\n",
-         S.accepted, S.closed, S.msgs, S.rpcs, S.keys, S.corrupt, S.send_fail, S.reg_fail, rc);
-  return rc || S.corrupt || S.reg_fail ? 1 : 0;
+         S.accepted, S.closed, S.msgs, S.rpcs, S.keys, S.corrupt, S.resent, S.send_fail,
+         S.reg_fail, rc);
+  return rc || S.corrupt || S.resent || S.reg_fail ? 1 : 0;
 }
