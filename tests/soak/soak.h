@@ -2,7 +2,7 @@
  * The soak test (tests/soak): one program in three roles.
  *
  *   rmx-soak [tcp|rdma]                     the driver (soak_driver.c)
- *   rmx-soak server URI                     echo, RPC and memory server (soak_server.c)
+ *   rmx-soak server URI NCLIENTS            echo, RPC and memory server (soak_server.c)
  *   rmx-soak client SEED IDX URI...         traffic and bookkeeping (soak_client*.c)
  *
  * The driver fork+execs itself in the other two roles, kills and restarts

@@ -21,12 +21,17 @@ static long long field(const char *line, const char *name)
 
 static int failures;
 
-static void fail_if(int bad, const char *what, int idx, long long v)
+static void fail_who(int bad, const char *who, const char *what, int idx, long long v)
 {
   if (!bad)
     return;
   failures++;
-  fprintf(stderr, "soak: FAIL: client %d: %s (%lld)\n", idx, what, v);
+  fprintf(stderr, "soak: FAIL: %s %d: %s (%lld)\n", who, idx, what, v);
+}
+
+static void fail_if(int bad, const char *what, int idx, long long v)
+{
+  fail_who(bad, "client", what, idx, v);
 }
 
 #define MIB(x) ((double)(x) / (1024.0 * 1024.0))
@@ -44,7 +49,7 @@ int soak_check(void)
   long long tol = (long long)strtoull(getenv("RMX_SOAK_RSS_TOL_MIB") ? getenv("RMX_SOAK_RSS_TOL_MIB")
                                                                       : "8", NULL, 0) << 20;
   int warmed = 0, rss_checked = !soak_sanitized();
-  char fds[256] = "", rss[384] = "";
+  char fds[256] = "", rss[384] = "", sfds[256] = "";
 
   for (int i = 0; i < nc; i++) {
     const char *r = soak_report_of(1, i);
@@ -95,6 +100,19 @@ int soak_check(void)
       continue;
     }
     printf("soak: server %d: %s\n", i, r);
+    /* samples with every client connected, after the warm-up; none when
+     * the last incarnation of the server was short */
+    long long fw = field(r, "fd_warm"), fm = field(r, "fd_max");
+    long long rw = field(r, "rss_warm"), rm = field(r, "rss_max");
+    size_t sl = strlen(sfds);
+    snprintf(sfds + sl, sizeof(sfds) - sl, "%s%s", i ? " " : "", fw < 0 ? "-" : "");
+    if (fw < 0)
+      continue;
+    sl = strlen(sfds);
+    snprintf(sfds + sl, sizeof(sfds) - sl, "%lld/%lld", fw, fm);
+    fail_who(fm != fw, "server", "descriptors grew after the warm-up", i, fm - fw);
+    if (rss_checked)
+      fail_who(rm - rw > tol, "server", "resident size grew after the warm-up (bytes)", i, rm - rw);
   }
   if (scorrupt) {
     failures++;
@@ -116,8 +134,8 @@ int soak_check(void)
 
   printf("soak: %s ops=%lld losses=%lld reconnects=%lld failed_at_loss=%lld "
          "server_kills=%lu server_stops=%lu client_kills=%lu corrupted=%lld violations=%lld "
-         "fds(warm/max/end)=[%s] rss_MiB(warm/max/end)=[%s]%s\n",
+         "fds(warm/max/end)=[%s] rss_MiB(warm/max/end)=[%s] server_fds(warm/max)=[%s]%s\n",
          failures ? "FAIL" : "PASS", ops, losses, recon, lost_ops, kills, stops, ckills, corrupt,
-         viol, fds, rss, rss_checked ? "" : " (rss not checked: sanitizer build)");
+         viol, fds, rss, sfds, rss_checked ? "" : " (rss not checked: sanitizer build)");
   return failures;
 }

@@ -100,9 +100,10 @@ static void server_uri(char *buf, size_t len, int port)
 
 static void start_server(kid_t *k)
 {
-  char uri[160];
+  char uri[160], nclients[16];
   server_uri(uri, sizeof(uri), k->port); /* 0 the first time: any free port */
-  char *argv[] = {D.exe, "server", uri, NULL};
+  snprintf(nclients, sizeof(nclients), "%d", D.nclients);
+  char *argv[] = {D.exe, "server", uri, nclients, NULL};
   spawn(k, argv);
 }
 

@@ -44,8 +44,11 @@ static struct {
   rmx_ctx_t *ctx;
   rmx_listener_t *l;
   char uri[160];
-  int listen_tries, stopping, break_echo;
-  uint64_t rng;
+  int listen_tries, stopping, break_echo, nclients;
+  uint64_t rng, start_ms;
+  uv_timer_t sample;
+  int fd_warm, fd_max;
+  size_t rss_warm, rss_max;
   sconn_t *conns;
   unsigned long accepted, closed, msgs, rpcs, keys, corrupt, resent, send_fail, reg_fail;
 } S;
@@ -217,6 +220,30 @@ static void rpc_key(rmx_rpc_req_t *req, const void *data, size_t n, void *arg)
   rmx_rpc_reply(req, out, sizeof(k) + blob);
 }
 
+/* Resource samples, comparable only while every client is connected and
+ * no connection is closing: then the same connections are open each time.
+ * The first after a warm-up of 5 s is the reference. */
+static void sample_cb(uv_timer_t *t)
+{
+  int live = 0;
+  for (sconn_t *s = S.conns; s; s = s->next) {
+    if (s->closing)
+      return;
+    live++;
+  }
+  if (live != S.nclients || soak_now_ms() - S.start_ms < 5000)
+    return;
+  int fds = soak_fds();
+  size_t rss = soak_rss();
+  if (S.fd_warm < 0) {
+    S.fd_warm = S.fd_max = fds;
+    S.rss_warm = S.rss_max = rss;
+    return;
+  }
+  S.fd_max = fds > S.fd_max ? fds : S.fd_max;
+  S.rss_max = rss > S.rss_max ? rss : S.rss_max;
+}
+
 static int try_listen(void)
 {
   char got[160];
@@ -248,6 +275,7 @@ static void on_term(uv_signal_t *h, int signum)
     return;
   S.stopping = 1;
   uv_timer_stop(&S.retry);
+  uv_timer_stop(&S.sample);
   if (S.l)
     rmx_listener_close(S.l);
   S.l = NULL;
@@ -258,11 +286,14 @@ static void on_term(uv_signal_t *h, int signum)
 
 int soak_server_main(int argc, char **argv)
 {
-  if (argc < 3) {
-    fprintf(stderr, "usage: rmx-soak server URI\n");
+  if (argc < 4) {
+    fprintf(stderr, "usage: rmx-soak server URI NCLIENTS\n");
     return 2;
   }
   snprintf(S.uri, sizeof(S.uri), "%s", argv[2]);
+  S.nclients = atoi(argv[3]);
+  S.start_ms = soak_now_ms();
+  S.fd_warm = S.fd_max = -1;
   S.rng = soak_mix((uint64_t)getpid() ^ soak_now_ms());
   S.break_echo = getenv("RMX_SOAK_BREAK") && strcmp(getenv("RMX_SOAK_BREAK"), "echo") == 0;
   uv_loop_init(&S.loop);
@@ -276,6 +307,8 @@ int soak_server_main(int argc, char **argv)
   uv_signal_init(&S.loop, &S.term);
   uv_signal_start(&S.term, on_term, SIGTERM);
   uv_timer_init(&S.loop, &S.retry);
+  uv_timer_init(&S.loop, &S.sample);
+  uv_timer_start(&S.sample, sample_cb, 250, 250);
   retry_cb(&S.retry);
 
   /* Runs until SIGTERM has closed the listener and every connection. */
@@ -284,13 +317,14 @@ int soak_server_main(int argc, char **argv)
   rc = rmx_ctx_destroy(S.ctx);
   uv_close((uv_handle_t *)&S.term, NULL);
   uv_close((uv_handle_t *)&S.retry, NULL);
+  uv_close((uv_handle_t *)&S.sample, NULL);
   uv_run(&S.loop, UV_RUN_DEFAULT);
   if (uv_loop_close(&S.loop) != 0)
     rc = rc ? rc : -1;
   free(seen.v);
   printf("SERVER accepted=%lu closed=%lu msgs=%lu rpcs=%lu keys=%lu corrupted=%lu resent=%lu "
-         "send_fail=%lu reg_fail=%lu destroy=%d\n",
+         "send_fail=%lu reg_fail=%lu destroy=%d fd_warm=%d fd_max=%d rss_warm=%zu rss_max=%zu\n",
          S.accepted, S.closed, S.msgs, S.rpcs, S.keys, S.corrupt, S.resent, S.send_fail,
-         S.reg_fail, rc);
+         S.reg_fail, rc, S.fd_warm, S.fd_max, S.rss_warm, S.rss_max);
   return rc || S.corrupt || S.resent || S.reg_fail ? 1 : 0;
 }
