@@ -70,13 +70,14 @@ static void finish(cconn_t *cc, op_t *op, unsigned long *kind_count)
   soak_pump(cc);
 }
 
-static void count_bad(cconn_t *cc, size_t bad, uint64_t id, const char *what)
+static void count_bad(cconn_t *cc, size_t bad, const op_t *op, const char *what)
 {
   if (!bad)
     return;
   C.corrupt += bad;
-  fprintf(stderr, "soak client %d: %zu bad bytes in %s of op %#llx on %s\n", C.idx, bad, what,
-          (unsigned long long)id, cc->uri);
+  fprintf(stderr, "soak client %d: %zu bad bytes in %s of op %#llx (%zu bytes at %llu) on %s\n",
+          C.idx, bad, what, (unsigned long long)op->id, op->len, (unsigned long long)op->off,
+          cc->uri);
 }
 
 /* ---- messages: sent, then echoed in order ---- */
@@ -109,9 +110,9 @@ void soak_on_recv(rmx_conn_t *c, const void *data, size_t n, void *arg)
   }
   op->need_echo = 0;
   if (n != op->len)
-    count_bad(cc, n > op->len ? n : op->len, op->id, "an echo's length");
+    count_bad(cc, n > op->len ? n : op->len, op, "an echo's length");
   else
-    count_bad(cc, soak_payload_check(data, n, op->id), op->id, "an echo");
+    count_bad(cc, soak_payload_check(data, n, op->id), op, "an echo");
   finish(cc, op, &C.msgs);
 }
 
@@ -131,7 +132,7 @@ static void rpc_reply(rmx_conn_t *c, int status, const void *data, size_t n, voi
   size_t bad = n == op->len ? 0 : (n > op->len ? n : op->len);
   for (size_t i = 0; !bad && i < n; i++)
     bad += (got[i] ^ SOAK_XOR) != sent[i];
-  count_bad(cc, bad, op->id, "an RPC reply");
+  count_bad(cc, bad, op, "an RPC reply");
   finish(cc, op, &C.rpcs);
 }
 
@@ -148,7 +149,7 @@ static void readback_done(rmx_conn_t *c, int status, void *arg)
     return;
   }
   unsigned char *dst = cc->buf[op - cc->ops] + SOAK_LANE;
-  count_bad(cc, soak_pattern_check(dst, op->len, soak_mix(op->ref), 0), op->id, "a read-back");
+  count_bad(cc, soak_pattern_check(dst, op->len, soak_mix(op->ref), 0), op, "a read-back");
   finish(cc, op, &C.reads);
 }
 
@@ -200,7 +201,7 @@ static void read_done(rmx_conn_t *c, int status, void *arg)
   }
   uint64_t lane_off = op->off - (uint64_t)cc->key.lanes * cc->key.lane;
   count_bad(cc, soak_pattern_check(cc->buf[op - cc->ops], op->len, cc->key.seed, lane_off),
-            op->id, "a read of the server's lane");
+            op, "a read of the server's lane");
   finish(cc, op, &C.reads);
 }
 

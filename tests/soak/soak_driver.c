@@ -247,13 +247,15 @@ static void said(uint64_t now, const char *what, const kid_t *k)
 static void inject(uint64_t now, int clients_too)
 {
   uint64_t r = soak_range(&D.rng, 0, 99);
-  kid_t *k;
-  if (r < 60 && (k = pick_server())) {
+  kid_t *k = r < 75 ? pick_server() : NULL;
+  if (r < 75 && !k)
+    return; /* that server is already down: a quiet turn */
+  if (r < 60) {
     kill_kid(k); /* back on the same port a little later */
     k->restart_at = now + soak_range(&D.rng, 1, 1000);
     D.kills++;
     said(now, "kill", k);
-  } else if (r < 75 && (k = pick_server())) {
+  } else if (r < 75) {
     /* silent, longer than the keepalive limit: the clients must notice */
     kill(k->pid, SIGSTOP);
     k->stopped = 1;
@@ -425,8 +427,13 @@ int soak_driver_main(int argc, char **argv)
 
   /* Calm: every server back, time to reconnect, then the clients finish. */
   due(soak_now_ms(), 1);
-  if (!wait_until(servers_ready, 30000))
+  if (!wait_until(servers_ready, 30000)) {
     fail("%s not all back within %ld s", "servers", 30);
+    for (int i = 0; i < D.nservers; i++)
+      if (!D.srv[i].ready)
+        fprintf(stderr, "soak: server %d (gen %d, pid %d) is not listening\n", i, D.srv[i].gen,
+                (int)D.srv[i].pid);
+  }
   pump(1500);
   for (int i = 0; i < D.nclients; i++)
     if (D.cli[i].pid)

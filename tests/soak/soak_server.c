@@ -116,10 +116,18 @@ static int seen_add(uint64_t id)
 }
 
 /* Said at once, not only in the last report: a server may be killed. */
-static void count_corrupt(size_t bad)
+static void count_corrupt(size_t bad, const char *what, const void *data, size_t n)
 {
   if (!bad)
     return;
+  const unsigned char *p = data;
+  size_t first = 0;
+  if (n >= SOAK_HDR) /* where it starts to differ: what the pattern is there */
+    for (first = SOAK_HDR; first < n; first++)
+      if (soak_pattern_check(p + first, 1, soak_mix(soak_payload_id(data, n)), first))
+        break;
+  fprintf(stderr, "soak server %d: %zu bad bytes in %s of %zu bytes, op %#llx, from byte %zu\n",
+          (int)getpid(), bad, what, n, (unsigned long long)soak_payload_id(data, n), first);
   S.corrupt += bad;
   printf("CORRUPT %zu\n", bad);
   fflush(stdout);
@@ -144,7 +152,7 @@ static void echo_sent(rmx_conn_t *c, int status, void *arg)
 static void s_recv(rmx_conn_t *c, const void *data, size_t n, void *arg)
 {
   S.msgs++;
-  count_corrupt(soak_payload_check(data, n, 0));
+  count_corrupt(soak_payload_check(data, n, 0), "a message", data, n);
   check_once(data, n);
   /* Large echoes go by rendezvous from our memory, which must outlive the
    * send: every echo gets its own copy, freed by its callback. */
@@ -193,7 +201,7 @@ static void s_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
 static void rpc_xform(rmx_rpc_req_t *req, const void *data, size_t n, void *arg)
 {
   S.rpcs++;
-  count_corrupt(soak_payload_check(data, n, 0));
+  count_corrupt(soak_payload_check(data, n, 0), "an RPC request", data, n);
   check_once(data, n);
   unsigned char *out = malloc(n ? n : 1);
   if (!out)
@@ -262,7 +270,10 @@ static void retry_cb(uv_timer_t *t)
   int rc = try_listen();
   if (rc == 0)
     return;
-  if (++S.listen_tries > 100) {
+  if (++S.listen_tries % 20 == 1)
+    fprintf(stderr, "soak server %d: listen on %s: %s (try %d)\n", (int)getpid(), S.uri,
+            rmx_strerror(rc), S.listen_tries);
+  if (S.listen_tries > 100) {
     fprintf(stderr, "soak server: cannot listen on %s: %s\n", S.uri, rmx_strerror(rc));
     exit(3);
   }
