@@ -45,6 +45,7 @@ static struct {
   char exe[4096], scheme[8], addr[128];
   uint64_t seed, rng, seconds;
   int nservers, nclients, failed;
+  uint64_t client_kill_pct; /* of the fault turns, in the first 40% of the run */
   kid_t srv[MAX_KIDS], cli[MAX_KIDS];
   unsigned long kills, stops, resumes, client_kills, server_corrupt, server_resent;
 } D;
@@ -224,6 +225,7 @@ static void pump(unsigned ms)
 static void kill_kid(kid_t *k)
 {
   k->doomed = 1;
+  k->ready = 0;
   kill(k->pid, SIGKILL);
 }
 
@@ -262,7 +264,7 @@ static void inject(uint64_t now, int clients_too)
     k->resume_at = now + soak_range(&D.rng, 1300, 2500);
     D.stops++;
     said(now, "stop", k);
-  } else if (r < 78 && clients_too) {
+  } else if (r < 75 + D.client_kill_pct && clients_too) {
     /* rarely, and early: a client's checks need a warmed-up run */
     k = &D.cli[soak_range(&D.rng, 0, (uint64_t)D.nclients - 1)];
     if (k->pid && !k->doomed) {
@@ -317,6 +319,17 @@ static int servers_ready(void)
   return 1;
 }
 
+/* The end of the faults: resume what is stopped and restart what was
+ * killed, as soon as it has been reaped (a restart waits for that). */
+static int all_back(void)
+{
+  due(soak_now_ms(), 1);
+  for (int i = 0; i < D.nclients; i++)
+    if (!D.cli[i].pid || D.cli[i].doomed)
+      return 0;
+  return servers_ready();
+}
+
 static int wait_until(int (*cond)(void), unsigned ms)
 {
   uint64_t end = soak_now_ms() + ms;
@@ -366,6 +379,8 @@ static void setup(int argc, char **argv)
   D.rng = soak_mix(D.seed);
   D.nservers = (int)env_u64("RMX_SOAK_SERVERS", 3);
   D.nclients = (int)env_u64("RMX_SOAK_CLIENTS", 3);
+  D.client_kill_pct = env_u64("RMX_SOAK_CLIENT_KILL_PCT", 3);
+  D.client_kill_pct = D.client_kill_pct > 25 ? 25 : D.client_kill_pct;
   if (D.nservers < 1 || D.nservers > MAX_KIDS || D.nclients < 1 || D.nclients > MAX_KIDS) {
     fprintf(stderr, "soak: 1 .. %d servers and clients\n", MAX_KIDS);
     exit(2);
@@ -426,9 +441,8 @@ int soak_driver_main(int argc, char **argv)
   }
 
   /* Calm: every server back, time to reconnect, then the clients finish. */
-  due(soak_now_ms(), 1);
-  if (!wait_until(servers_ready, 30000)) {
-    fail("%s not all back within %ld s", "servers", 30);
+  if (!wait_until(all_back, 30000)) {
+    fail("%s not all back within %ld s", "servers or clients", 30);
     for (int i = 0; i < D.nservers; i++)
       if (!D.srv[i].ready)
         fprintf(stderr, "soak: server %d (gen %d, pid %d) is not listening\n", i, D.srv[i].gen,
