@@ -130,7 +130,7 @@ static void rpc_reply(rmx_conn_t *c, int status, const void *data, size_t n, voi
   }
   const unsigned char *got = data, *sent = cc->buf[op - cc->ops];
   size_t bad = n == op->len ? 0 : (n > op->len ? n : op->len);
-  for (size_t i = 0; !bad && i < n; i++)
+  for (size_t i = 0; n == op->len && i < n; i++)
     bad += (got[i] ^ SOAK_XOR) != sent[i];
   count_bad(cc, bad, op, "an RPC reply");
   finish(cc, op, &C.rpcs);

@@ -116,21 +116,19 @@ static int seen_add(uint64_t id)
 }
 
 /* Said at once, not only in the last report: a server may be killed. */
-static void count_corrupt(size_t bad, const char *what, const void *data, size_t n)
+static size_t count_corrupt(size_t bad, const char *what, const void *data, size_t n)
 {
   if (!bad)
-    return;
+    return 0;
   const unsigned char *p = data;
-  size_t first = 0;
-  if (n >= SOAK_HDR) /* where it starts to differ: what the pattern is there */
-    for (first = SOAK_HDR; first < n; first++)
-      if (soak_pattern_check(p + first, 1, soak_mix(soak_payload_id(data, n)), first))
-        break;
-  fprintf(stderr, "soak server %d: %zu bad bytes in %s of %zu bytes, op %#llx, from byte %zu\n",
-          (int)getpid(), bad, what, n, (unsigned long long)soak_payload_id(data, n), first);
+  fprintf(stderr, "soak server %d: %zu bad bytes in %s of %zu bytes (id field %#llx, first "
+          "bytes %02x %02x %02x %02x)\n", (int)getpid(), bad, what, n,
+          (unsigned long long)soak_payload_id(data, n), n > 0 ? p[0] : 0, n > 1 ? p[1] : 0,
+          n > 2 ? p[2] : 0, n > 3 ? p[3] : 0);
   S.corrupt += bad;
   printf("CORRUPT %zu\n", bad);
   fflush(stdout);
+  return bad;
 }
 
 static void check_once(const void *data, size_t n)
@@ -152,8 +150,8 @@ static void echo_sent(rmx_conn_t *c, int status, void *arg)
 static void s_recv(rmx_conn_t *c, const void *data, size_t n, void *arg)
 {
   S.msgs++;
-  count_corrupt(soak_payload_check(data, n, 0), "a message", data, n);
-  check_once(data, n);
+  if (!count_corrupt(soak_payload_check(data, n, 0), "a message", data, n))
+    check_once(data, n); /* a damaged id is no evidence of a resend */
   /* Large echoes go by rendezvous from our memory, which must outlive the
    * send: every echo gets its own copy, freed by its callback. */
   unsigned char *copy = malloc(n ? n : 1);
@@ -201,8 +199,8 @@ static void s_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
 static void rpc_xform(rmx_rpc_req_t *req, const void *data, size_t n, void *arg)
 {
   S.rpcs++;
-  count_corrupt(soak_payload_check(data, n, 0), "an RPC request", data, n);
-  check_once(data, n);
+  if (!count_corrupt(soak_payload_check(data, n, 0), "an RPC request", data, n))
+    check_once(data, n); /* a damaged id is no evidence of a resend */
   unsigned char *out = malloc(n ? n : 1);
   if (!out)
     abort();
