@@ -9,8 +9,10 @@
  *
  *   rmx-soak [tcp|rdma]
  *
- * Exit status 0 only when every check passed; the last line says what was
- * measured. The seed (RMX_SOAK_SEED, else the clock) is printed first: the
+ * Exit status 0 only when every check passed (soak_check.c); the last line
+ * says what was measured. Also read: RMX_SOAK_CLIENT_KILL_PCT (3: of the
+ * fault turns, in the first 40% of the run), RMX_SOAK_RSS_TOL_MIB (8),
+ * RMX_SOAK_TRACE (clients print each resource sample). The seed (RMX_SOAK_SEED, else the clock) is printed first: the
  * same seed gives the same faults and traffic picks (timing still varies).
  */
 #include <errno.h>
