@@ -526,6 +526,8 @@ typedef struct rmx_ctx_stats {
   uint64_t reg_cache_misses;    /**< transfers that registered memory */
   uint64_t reg_cache_evictions; /**< registrations dropped: unmapped, deregistered, or over the limit */
   uint64_t reg_cache_bytes;     /**< bytes registered in the cache now */
+  uint64_t pool_bytes;          /**< bytes the buffer pool holds now, in use or kept for reuse
+                                     (eager buffers, rendezvous destinations) */
 } rmx_ctx_stats_t;
 
 /** @brief Copy the context's counters into @p st. */

@@ -224,4 +224,5 @@ void rmx_ctx_stats(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st)
 {
   *st = ctx->st;
   st->reg_cache_bytes = ctx->rc.bytes;
+  st->pool_bytes = ctx->pool.bytes;
 }

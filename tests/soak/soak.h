@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <rmx/rmx.h>
+
 /* RPC ids the server serves. */
 #define SOAK_RPC_XFORM 1 /* answer with the request, every byte ^ SOAK_XOR */
 #define SOAK_RPC_KEY 2   /* answer with soak_key_t and the packed key */
@@ -68,7 +70,9 @@ uint64_t soak_payload_id(const void *buf, size_t n);
 
 /* Resource use of this process: open descriptors and resident bytes. */
 int soak_fds(void);
-size_t soak_rss(void);
+/* Heap bytes in use outside rmx's buffer pool: the pool keeps what it grew
+ * to (its peak of buffers in use) for reuse, which is not a leak. */
+size_t soak_rss(rmx_ctx_t *ctx);
 
 /* 1 when built with AddressSanitizer (RSS means little there). */
 int soak_sanitized(void);

@@ -88,8 +88,8 @@ int soak_check(void)
     fail_if(fm != fw, "descriptors grew after the warm-up (max)", i, fm - fw);
     fail_if(fe != fw, "descriptors at the end differ from the warm-up", i, fe - fw);
     if (rss_checked) {
-      fail_if(rm - rw > tol, "resident size grew after the warm-up (max, bytes)", i, rm - rw);
-      fail_if(re - rw > tol, "resident size at the end above the warm-up (bytes)", i, re - rw);
+      fail_if(rm - rw > tol, "heap in use outside the pool grew after the warm-up (max, bytes)", i, rm - rw);
+      fail_if(re - rw > tol, "heap in use outside the pool at the end above the warm-up (bytes)", i, re - rw);
     }
   }
   for (int i = 0; i < ns; i++) {
@@ -112,7 +112,7 @@ int soak_check(void)
     snprintf(sfds + sl, sizeof(sfds) - sl, "%lld/%lld", fw, fm);
     fail_who(fm != fw, "server", "descriptors grew after the warm-up", i, fm - fw);
     if (rss_checked)
-      fail_who(rm - rw > tol, "server", "resident size grew after the warm-up (bytes)", i, rm - rw);
+      fail_who(rm - rw > tol, "server", "heap in use outside the pool grew after the warm-up (bytes)", i, rm - rw);
   }
   if (scorrupt) {
     failures++;
@@ -134,7 +134,7 @@ int soak_check(void)
 
   printf("soak: %s ops=%lld losses=%lld reconnects=%lld failed_at_loss=%lld "
          "server_kills=%lu server_stops=%lu client_kills=%lu corrupted=%lld violations=%lld "
-         "fds(warm/max/end)=[%s] rss_MiB(warm/max/end)=[%s] server_fds(warm/max)=[%s]%s\n",
+         "fds(warm/max/end)=[%s] heap_MiB(warm/max/end)=[%s] server_fds(warm/max)=[%s]%s\n",
          failures ? "FAIL" : "PASS", ops, losses, recon, lost_ops, kills, stops, ckills, corrupt,
          viol, fds, rss, sfds, rss_checked ? "" : " (rss not checked: sanitizer build)");
   return failures;

@@ -11,7 +11,7 @@
  * numbered 1, 2, ... per loss; on_closed once; nothing after on_closed.
  *
  * Resources: after a reconnect, when every connection is up, the open
- * descriptors and the resident size are sampled. The first sample after
+ * descriptors and the heap in use (outside rmx's pool) are sampled. The first sample after
  * the warm-up is the reference; the driver compares the others with it.
  */
 #include <signal.h>
@@ -61,7 +61,7 @@ static void checkpoint(void)
   if (!all_up() || C.old_handles)
     return;
   int fds = soak_fds();
-  size_t rss = soak_rss();
+  size_t rss = soak_rss(C.ctx);
   C.checkpoints++;
   if (C.trace)
     fprintf(stderr, "soak client %d: %.1f s fds=%d rss=%.2f MiB\n", C.idx,
@@ -185,7 +185,7 @@ static void finish_now(void)
   uv_timer_stop(&drain_timer);
   if (all_up() && !C.old_handles) {
     C.fd_end = soak_fds();
-    C.rss_end = soak_rss();
+    C.rss_end = soak_rss(C.ctx);
   }
   for (int i = 0; i < C.nconns; i++) {
     cconn_t *cc = &C.conns[i];

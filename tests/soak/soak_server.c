@@ -240,7 +240,7 @@ static void sample_cb(uv_timer_t *t)
   if (live != S.nclients || soak_now_ms() - S.start_ms < 5000)
     return;
   int fds = soak_fds();
-  size_t rss = soak_rss();
+  size_t rss = soak_rss(S.ctx);
   if (S.fd_warm < 0) {
     S.fd_warm = S.fd_max = fds;
     S.rss_warm = S.rss_max = rss;

@@ -4,7 +4,10 @@
  * frames of an open connection, handed to the core, the initiator or the
  * target. Which frame may come in which state is frame.c's (tf_check).
  */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "tcp.h"
 
@@ -88,6 +91,33 @@ void tcp_conn_free(rmx_tp_conn_t *tc)
 
 /* ---- ops ---- */
 
+/*
+ * A socket's options: no Nagle, and the kernel's own loss detection scaled
+ * to the keepalive settings. rmx's keepalive frames find a silent peer;
+ * these cover what frames cannot see: bytes we wrote that the peer's host
+ * never acknowledges (TCP_USER_TIMEOUT) and a connection on which this side
+ * only reads, for example a large read response coming in (keepalive
+ * probes). Failures to set them are harmless: the frames still work.
+ */
+void tcp_sock_opts(rmx_tp_conn_t *tc)
+{
+  const rmx_config_t *cfg = tc->tp->env->cfg;
+  uv_os_fd_t fd;
+  uv_tcp_nodelay(&tc->h, 1);
+  if (!cfg->keepalive_ms || uv_fileno((uv_handle_t *)&tc->h, &fd) != 0)
+    return;
+  int on = 1, idle = (int)(cfg->keepalive_timeout_ms / 2000), cnt = 3;
+  int intvl = (int)(cfg->keepalive_timeout_ms / 3000);
+  unsigned int user = cfg->keepalive_timeout_ms;
+  idle = idle < 1 ? 1 : idle;
+  intvl = intvl < 1 ? 1 : intvl;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
+}
+
 static void connect_cb(uv_connect_t *req, int status)
 {
   rmx_tp_conn_t *tc = req->data;
@@ -98,7 +128,7 @@ static void connect_cb(uv_connect_t *req, int status)
     tcp_fail(tc, rmx__uv_err(status));
     return;
   }
-  uv_tcp_nodelay(&tc->h, 1);
+  tcp_sock_opts(tc);
   if ((rc = tcp_write_small(tc, W_CTRL, TF_HELLO, tc->hello, tc->hello_len)) != 0 ||
       (rc = rmx__uv_err(tcp_read_start(tc))) != 0) {
     tcp_fail(tc, rc);

@@ -49,7 +49,7 @@ static void on_connection(uv_stream_t *server, int status)
     tcp_conn_close(tc);
     return;
   }
-  uv_tcp_nodelay(&tc->h, 1);
+  tcp_sock_opts(tc);
   tc->lst = l;
   l->npending++;
   rmx_list_push(&l->pending, &tc->lst_link);

@@ -203,6 +203,8 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 /* stream.c */
 void tcp_conn_close(rmx_tp_conn_t *tc);
 void tcp_fail(rmx_tp_conn_t *tc, int status);
+/* No Nagle; kernel keepalive and user timeout from the keepalive settings. */
+void tcp_sock_opts(rmx_tp_conn_t *tc);
 void tcp_proto_fail(rmx_tp_conn_t *tc, const char *why);
 const char *tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size);
 wreq_t *tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op);
