@@ -440,16 +440,21 @@ void rmx__listener_unref(rmx_listener_t *l);
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
 void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev);
 int rmx__conn_resolve(rmx_conn_t *c); /* resolve, then connect */
+void rmx__conn_ready(rmx_conn_t *c);
+/* The callbacks the transports are handed (rmx_tp_env_t). */
+void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/conn/event.c */
+void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
+
+/* ---- liveness (src/msg/alive.c) ---- */
+void rmx__alive_ctx_init(rmx_ctx_t *ctx);
+uint32_t rmx__alive_limit(const rmx_config_t *cfg);
+void rmx__alive_start(rmx_conn_t *c);
 
 /* ---- reconnect (src/conn/reconnect.c) ---- */
 void rmx__reconnect_ctx_init(rmx_ctx_t *ctx);
 int rmx__reconnect_opts(rmx_conn_t *c, const rmx_connect_opts_t *o);
 void rmx__reconnect_lost(rmx_conn_t *c); /* the conn_retry upcall */
 void rmx__reconnect_cancel(rmx_conn_t *c);
-void rmx__conn_ready(rmx_conn_t *c);
-/* The callbacks the transports are handed (rmx_tp_env_t). */
-void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/conn/event.c */
-void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
 
 /* ---- the send scheduler (src/msg/sched.c): queues, posting, control frames ---- */
 void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer);
@@ -461,11 +466,6 @@ int rmx__msg_queue_bye(rmx_conn_t *c);
 void rmx__msg_maybe_return_credits(rmx_conn_t *c);
 /* A keepalive: a CREDIT frame that goes even when no credit is owed. */
 int rmx__msg_queue_keepalive(rmx_conn_t *c);
-
-/* ---- liveness (src/msg/alive.c) ---- */
-void rmx__alive_ctx_init(rmx_ctx_t *ctx);
-uint32_t rmx__alive_limit(const rmx_config_t *cfg);
-void rmx__alive_start(rmx_conn_t *c);
 /* One of our receive buffers is free again. */
 void rmx__msg_credit_back(rmx_conn_t *c);
 /* After a send completed (any kind): fail on error, let held work go. */

@@ -307,18 +307,19 @@ void rmx__conn_ready(rmx_conn_t *c)
 {
   c->ops->ready(c->tc); /* the peer's remote requests are served from here */
   rmx__alive_start(c);  /* keepalive and silence clocks */
-  if (!c->passive && c->recon.attempt) { /* connected again */
-    unsigned attempt = c->recon.attempt;
+  if (!c->passive) {
+    unsigned attempt = c->recon.attempt; /* 0: the first connect */
     c->state = RMX_CS_ESTABLISHED;
     c->recon.attempt = 0;
-    RMX_LOG(c->ctx, INFO, "connection %p (%s://%s:%s): reconnected at attempt %u", (void *)c,
-            c->ops->name, c->host, c->port, attempt);
-    if (c->recon.cb)
-      c->recon.cb(c, attempt, 0, c->connect_arg);
-  } else if (!c->passive) {
-    c->state = RMX_CS_ESTABLISHED;
-    c->reported = 1;
-    c->on_connected(c, 0, c->connect_arg);
+    if (attempt == 0) {
+      c->reported = 1;
+      c->on_connected(c, 0, c->connect_arg);
+    } else {
+      RMX_LOG(c->ctx, INFO, "%s peer %s (connection %p): reconnected at attempt %u",
+              c->ops->name, c->peer, (void *)c, attempt);
+      if (c->recon.cb)
+        c->recon.cb(c, attempt, 0, c->connect_arg);
+    }
   } else {
     rmx_listener_t *l = c->listener;
     c->listener = NULL;

@@ -12,7 +12,6 @@
  * queues are empty when an attempt starts, and an RPC request answered
  * after the loss (its handler still held it) is refused by its epoch.
  */
-#include <netdb.h>
 #include <string.h>
 
 #include "rmx_int.h"
@@ -28,7 +27,6 @@ void rmx__reconnect_ctx_init(rmx_ctx_t *ctx)
 
 int rmx__reconnect_opts(rmx_conn_t *c, const rmx_connect_opts_t *o)
 {
-  rmx_list_init(&c->recon.link);
   if (!o)
     return 0;
   if (o->size < sizeof(*o) || (o->reconnect_min_ms && o->reconnect_max_ms < o->reconnect_min_ms))
@@ -80,8 +78,8 @@ static void schedule(rmx_conn_t *c)
          rmx_container_of(n, rmx_conn_t, recon.link)->recon.due <= c->recon.due)
     n = n->next;
   rmx_list_push(n, &c->recon.link); /* before n */
-  RMX_LOG(ctx, INFO, "connection %p (%s://%s:%s): reconnect attempt %u in %llu ms", (void *)c,
-          c->ops->name, c->host, c->port, c->recon.attempt, (unsigned long long)d);
+  RMX_LOG(ctx, INFO, "%s peer %s (connection %p): reconnect attempt %u in %llu ms", c->ops->name,
+          c->peer, (void *)c, c->recon.attempt, (unsigned long long)d);
   arm(ctx);
 }
 
@@ -148,8 +146,8 @@ static void recon_timer_cb(uv_timer_t *t)
     rmx_list_del(n);
     rmx_list_init(n);
     attempt_reset(c);
-    RMX_LOG(ctx, INFO, "connection %p: reconnect attempt %u to %s://%s:%s", (void *)c,
-            c->recon.attempt, c->ops->name, c->host, c->port);
+    RMX_LOG(ctx, INFO, "%s peer %s (connection %p): reconnect attempt %u", c->ops->name, c->peer,
+            (void *)c, c->recon.attempt);
     int rc = rmx__conn_resolve(c);
     if (rc)
       rmx__conn_down(c, rc); /* a failed attempt: back through conn_finish */

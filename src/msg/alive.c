@@ -41,8 +41,8 @@ void rmx__alive_start(rmx_conn_t *c)
   uint64_t now = uv_now(ctx->loop);
   c->ka.last_rx = c->ka.last_tx = c->ka.credit_at = now;
   c->ka.blocked_at = 0;
-  c->ka.send_ms = min_nz(ctx->cfg.keepalive_ms, c->ka.peer_limit / 3);
-  uint32_t period = min_nz(ctx->cfg.keepalive_ms, c->ka.send_ms);
+  /* Never longer than our own interval, so it is also how often we check. */
+  uint32_t period = c->ka.send_ms = min_nz(ctx->cfg.keepalive_ms, c->ka.peer_limit / 3);
   if (period == 0)
     return; /* neither side watches */
   if (!uv_is_active((uv_handle_t *)&ctx->alive_timer) || period < ctx->alive_period) {
@@ -83,8 +83,7 @@ static int watch(rmx_conn_t *c, uint64_t now, uint32_t limit)
   if (now - since >= limit) {
     RMX_LOG(c->ctx, WARN, "%s peer %s (connection %p): messages waited %llu ms for credits "
             "it does not return (RMX_KEEPALIVE_TIMEOUT_MS %u): closing", c->ops->name, c->peer,
-            (void *)c,
-            (unsigned long long)(now - since), limit);
+            (void *)c, (unsigned long long)(now - since), limit);
     rmx__conn_down(c, RMX_ETIMEDOUT);
     return 1;
   }
