@@ -7,6 +7,11 @@
  * SCHEME is tcp or rdma; the address is $RMX_TEST_ADDR, else $RXE_VM_ADDR
  * (inside the SoftRoCE VM), else 127.0.0.1.
  *
+ * Across two hosts: `rmx-conformance SCHEME --serve [READY_FILE]` on one
+ * prints (and writes) a control URI; `RMX_TEST_PEER=URI rmx-conformance
+ * SCHEME` on the other runs the cases with their servers over there
+ * (peer.c). Cases about this host alone (names, devices) are skipped then.
+ *
  * The cases: messages in conformance_messages.c, failures and killed peers
  * in conformance_failures.c, the context in conformance_context.c.
  */
@@ -15,6 +20,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -35,9 +41,12 @@ int main(int argc, char **argv)
     return role_dying_server();
   if (argc > 3 && strcmp(argv[2], "--dying-client") == 0)
     return role_dying_client(argv[3]);
+  signal(SIGPIPE, SIG_IGN);
+  if (argc > 2 && strcmp(argv[2], "--serve") == 0)
+    return serve_main(argc > 3 ? argv[3] : NULL);
+  peer_ctl = getenv("RMX_TEST_PEER");
   if (argc > 2)
     cmocka_set_test_filter(argv[2]);
-  signal(SIGPIPE, SIG_IGN);
 #define T(f) cmocka_unit_test_setup(f, arm_alarm)
   const struct CMUnitTest tests[] = {
     T(connect_accept_close), T(message_sizes), T(send_from_pool_buffers),
@@ -48,6 +57,6 @@ int main(int argc, char **argv)
     T(names_and_ipv6), T(device_choice),
   };
   char name[64];
-  snprintf(name, sizeof(name), "conformance/%s", scheme);
+  snprintf(name, sizeof(name), peer_ctl ? "conformance/%s (servers on the peer host)" : "conformance/%s", scheme);
   return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

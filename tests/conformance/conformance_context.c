@@ -99,7 +99,7 @@ void lives_in_callers_loop(void **state)
 /* Host names and IPv6 (TCP here: the SoftRoCE device has only IPv4). */
 void names_and_ipv6(void **state)
 {
-  if (strcmp(scheme, "tcp") != 0)
+  if (strcmp(scheme, "tcp") != 0 || peer_ctl)
     skip();
   rmx_ctx_t *ctx = ctx_new(0);
   rmx_listener_t *l;
@@ -134,7 +134,7 @@ void names_and_ipv6(void **state)
 void device_choice(void **state)
 {
   const char *dev = getenv("RXE_VM_DEV");
-  if (strcmp(scheme, "rdma") != 0 || !dev)
+  if (strcmp(scheme, "rdma") != 0 || !dev || peer_ctl)
     skip();
   rmx_config_t cfg;
   rmx_ctx_t *ctx;

@@ -21,7 +21,7 @@ void connect_to_closed_port_fails(void **state)
   server_t s;
   client_t cl;
   server_start(ctx, &s, 0);
-  rmx_listener_close(s.l); /* nobody listens there any more */
+  server_unlisten(ctx, &s); /* nobody listens there any more */
   client_connect(ctx, &cl, s.uri);
   run_until(ctx, &cl.connected, 1);
   assert_int_equal(cl.connect_status, RMX_ECONNREFUSED);
@@ -84,7 +84,7 @@ void close_with_pending_sends(void **state)
   server_start(ctx, &s, 0);
   client_connect(ctx, &cl, s.uri);
   run_until(ctx, &cl.connected, 1);
-  run_until(ctx, &s.accepted, 1);
+  server_until(ctx, &s, &s.accepted, 1);
   for (int i = 0; i < N; i++)
     assert_int_equal(rmx_send(cl.c, "abcdefgh", 8, cl_sent, &cl), 0);
   assert_int_equal(rmx_conn_close(cl.c, cl_closed, &cl), 0);
@@ -94,7 +94,7 @@ void close_with_pending_sends(void **state)
   assert_int_equal(cl.sent_ok + cl.sent_err, N);
   if (cl.sent_err)
     assert_int_equal(cl.last_err, RMX_ECANCELED);
-  run_until(ctx, &s.disconnects, 1);
+  server_until(ctx, &s, &s.disconnects, 1);
   assert_int_equal(s.last_disconnect, 0);
   assert_int_equal(s.recvs, cl.sent_ok);
   server_stop(ctx, &s);
@@ -155,10 +155,7 @@ void peer_killed_fails_outstanding(void **state)
 {
   enum { SMALL = 100 };
   char uri[128];
-  int fd;
-  pid_t pid = spawn("--dying-server", NULL, &fd);
-  read_line(fd, uri, sizeof(uri));
-  close(fd);
+  long dying = dying_server(uri, sizeof(uri));
   assert_true(uri[0] != '\0');
   rmx_ctx_t *ctx = ctx_new(0);
   client_t cl;
@@ -178,8 +175,7 @@ void peer_killed_fails_outstanding(void **state)
   assert_int_equal(rmx_send(cl.c, "x", 1, cl_sent, &cl), RMX_ENOTCONN);
   client_close(ctx, &cl);
   assert_int_equal(cl.disconnects, 1);
-  int st;
-  assert_int_equal(waitpid(pid, &st, 0), pid);
+  int st = dying_server_reap(dying);
   assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
   free(big);
   ctx_done(ctx);
@@ -194,7 +190,7 @@ void server_survives_killed_client(void **state)
   server_start(ctx, &s, 1);
   pid_t pid = spawn("--dying-client", s.uri, &fd);
   close(fd);
-  run_until(ctx, &s.disconnects, 1);
+  server_until(ctx, &s, &s.disconnects, 1);
   assert_int_not_equal(s.last_disconnect, 0);
   assert_int_equal(s.recvs, 1);
   int st;

@@ -22,12 +22,12 @@ void connect_accept_close(void **state)
   client_connect(ctx, &cl, s.uri);
   run_until(ctx, &cl.connected, 1);
   assert_int_equal(cl.connect_status, 0);
-  run_until(ctx, &s.accepted, 1);
+  server_until(ctx, &s, &s.accepted, 1);
   assert_string_equal(rmx_conn_transport(cl.c), scheme);
   assert_int_equal(rmx_ctx_destroy(ctx), RMX_EBUSY); /* objects still open */
   client_close(ctx, &cl);
   /* the peer sees an orderly close, once */
-  run_until(ctx, &s.disconnects, 1);
+  server_until(ctx, &s, &s.disconnects, 1);
   assert_int_equal(s.last_disconnect, 0);
   assert_int_equal(cl.disconnects, 0);
   server_stop(ctx, &s);
@@ -96,51 +96,13 @@ void send_from_pool_buffers(void **state)
 
 /* ---- order ---- */
 
-typedef struct seqrx {
-  uint32_t next;
-  int bad, recvs;
-} seqrx_t;
-
-static seqrx_t seq_state;
-
-static void seq_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
-{
-  seqrx_t *r = &seq_state;
-  uint32_t seq;
-  r->recvs++;
-  if (len < 4) {
-    r->bad++;
-    return;
-  }
-  memcpy(&seq, data, 4);
-  if (seq != r->next++)
-    r->bad++;
-  /* every 1000th is a large one: check its tail too */
-  if (len > 4 && ((const uint8_t *)data)[len - 1] != (uint8_t)seq)
-    r->bad++;
-}
-
-static void seq_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
-{
-  server_t *s = arg;
-  rmx_conn_cbs_t cbs = {.on_recv = seq_recv, .on_disconnect = srv_disconnect};
-  s->conns[s->nconns++] = c;
-  s->accepted++;
-  rmx_conn_set_cbs(c, &cbs, s);
-}
-
 void ten_thousand_in_order(void **state)
 {
   enum { N = 10000, BIG = 100000 };
   rmx_ctx_t *ctx = ctx_new(0);
   server_t s;
   client_t cl;
-  char uri[128];
-  memset(&s, 0, sizeof(s));
-  memset(&seq_state, 0, sizeof(seq_state));
-  uri_for(uri, sizeof(uri), 0);
-  assert_int_equal(rmx_listen(ctx, uri, seq_accept, &s, &s.l), 0);
-  assert_int_equal(rmx_listener_uri(s.l, s.uri, sizeof(s.uri)), 0);
+  server_start(ctx, &s, SRV_SEQ);
   client_connect(ctx, &cl, s.uri);
   run_until(ctx, &cl.connected, 1);
   uint8_t *big = malloc((size_t)(N / 1000) * BIG);
@@ -155,9 +117,9 @@ void ten_thousand_in_order(void **state)
       assert_int_equal(rmx_send(cl.c, &i, 4, cl_sent, &cl), 0);
     }
   }
-  run_until(ctx, &seq_state.recvs, N);
   run_until(ctx, &cl.sent_ok, N);
-  assert_int_equal(seq_state.bad, 0);
+  server_until(ctx, &s, &s.recvs, N);
+  assert_int_equal(s.bad, 0);
   assert_int_equal(cl.sent_err, 0);
   rmx_conn_stats_t st;
   rmx_conn_stats(cl.c, &st);
@@ -193,10 +155,11 @@ void many_connections(void **state)
     run_until(ctx, &cl[i].sent_ok, MSGS);
     assert_int_equal(cl[i].bad, 0);
   }
+  server_until(ctx, &s, &s.accepted, NC);
   assert_int_equal(s.accepted, NC);
   for (int i = 0; i < NC; i++)
     client_close(ctx, &cl[i]);
-  run_until(ctx, &s.disconnects, NC);
+  server_until(ctx, &s, &s.disconnects, NC);
   server_stop(ctx, &s);
   ctx_done(ctx);
 }
@@ -215,7 +178,7 @@ void over_maximum_is_refused(void **state)
   assert_int_equal(rmx_buf_get(ctx, sizeof(msg), &b), RMX_EMSGSIZE);
   assert_int_equal(rmx_send(cl.c, msg, sizeof(msg) - 1, cl_sent, &cl), 0); /* the maximum goes */
   run_until(ctx, &cl.sent_ok, 1);
-  run_until(ctx, &s.recvs, 1);
+  server_until(ctx, &s, &s.recvs, 1);
   assert_int_equal(cl.sent_err, 0);
   client_close(ctx, &cl);
   server_stop(ctx, &s);

@@ -41,6 +41,18 @@ void run_until(rmx_ctx_t *ctx, const int *counter, int want)
     uv_run(rmx_ctx_loop(ctx), UV_RUN_ONCE);
 }
 
+static void stop_loop(uv_timer_t *t) { uv_stop(t->loop); }
+
+void run_for_ms(rmx_ctx_t *ctx, uint64_t ms)
+{
+  uv_timer_t t;
+  uv_timer_init(rmx_ctx_loop(ctx), &t);
+  uv_timer_start(&t, stop_loop, ms, 0);
+  uv_run(rmx_ctx_loop(ctx), UV_RUN_DEFAULT);
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(rmx_ctx_loop(ctx), UV_RUN_NOWAIT);
+}
+
 void pattern(uint8_t *p, size_t len, uint32_t seed)
 {
   uint32_t x = seed * 2654435761u + 1;
@@ -57,11 +69,25 @@ void pattern(uint8_t *p, size_t len, uint32_t seed)
 
 void srv_sent(rmx_conn_t *c, int status, void *arg) { free(arg); }
 
+static void seq_check(server_t *s, const uint8_t *data, size_t len)
+{
+  uint32_t seq;
+  if (len < 4) {
+    s->bad++;
+    return;
+  }
+  memcpy(&seq, data, 4);
+  if (seq != s->next++ || (len > 4 && data[len - 1] != (uint8_t)seq))
+    s->bad++;
+}
+
 void srv_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
 {
   server_t *s = arg;
   s->recvs++;
-  if (!s->echo)
+  if (s->echo == SRV_SEQ)
+    seq_check(s, data, len);
+  if (s->echo != SRV_ECHO)
     return;
   void *copy = malloc(len ? len : 1);
   assert_non_null(copy);
@@ -100,6 +126,10 @@ void server_start(rmx_ctx_t *ctx, server_t *s, int echo)
   char uri[128];
   memset(s, 0, sizeof(*s));
   s->echo = echo;
+  if (peer_ctl) {
+    peer_server_start(s);
+    return;
+  }
   uri_for(uri, sizeof(uri), 0);
   assert_int_equal(rmx_listen(ctx, uri, srv_accept, s, &s->l), 0);
   assert_int_equal(rmx_listener_uri(s->l, s->uri, sizeof(s->uri)), 0);
@@ -108,11 +138,37 @@ void server_start(rmx_ctx_t *ctx, server_t *s, int echo)
 /* Close the listener and every connection; wait for their callbacks. */
 void server_stop(rmx_ctx_t *ctx, server_t *s)
 {
+  if (!s->l) {
+    peer_server_stop(s);
+    return;
+  }
   rmx_listener_close(s->l);
   int want = s->closed + s->nconns;
   while (s->nconns)
     assert_int_equal(rmx_conn_close(s->conns[--s->nconns], srv_conn_closed, s), 0);
   run_until(ctx, &s->closed, want);
+}
+
+void server_unlisten(rmx_ctx_t *ctx, server_t *s)
+{
+  if (s->l)
+    rmx_listener_close(s->l);
+  else
+    peer_server_unlisten(s);
+}
+
+void server_until(rmx_ctx_t *ctx, server_t *s, const int *field, int want)
+{
+  if (s->l) {
+    run_until(ctx, field, want);
+    return;
+  }
+  for (;;) {
+    peer_server_stats(s);
+    if (*field >= want)
+      return;
+    run_for_ms(ctx, 5); /* our side may have work to do meanwhile */
+  }
 }
 
 /* ---- a client ---- */

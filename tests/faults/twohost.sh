@@ -5,7 +5,7 @@
 # outstanding failed (the client's own checks). Also run directly by ctest
 # through twohost-run below.
 #
-#   twohost.sh server BINDIR              (host A)
+#   twohost.sh server BINDIR SCENARIO     (host A)
 #   twohost.sh client BINDIR SCENARIO     (host B)
 #   twohost.sh run BINDIR SCENARIO        (the host: boots the pair)
 #
@@ -13,7 +13,9 @@
 # fault); linkcut (A's eth0 down; then up again and a smoke run over the
 # mended link, TCP only); poweroff (`poweroff -f` in A); kill (A's QEMU killed);
 # procs (A's server processes killed: A's kernel answers for them, so this
-# one needs no keepalive; not a ctest, a check of the bed itself).
+# one needs no keepalive; not a ctest, a check of the bed itself);
+# conformance (no fault: the conformance cases run on B with their
+# servers on A, rmx-conformance's two-host mode, over rdma and tcp).
 # Every wait is bounded; times are printed, never judged.
 set -uo pipefail
 mode=$1 bin=$2
@@ -23,6 +25,13 @@ workloads="msgs rpc write idle"
 
 server() {
   local t
+  if [ "$1" = conformance ]; then
+    for t in $transports; do
+      RMX_TEST_ADDR=$TWOHOST_A_ADDR "$bin/rmx-conformance" "$t" --serve "$TWOHOST_DIR/ctl.$t" &
+    done
+    wait
+    return
+  fi
   for t in $transports; do
     "$bin/rmx-fault-peer" server "$t://$TWOHOST_A_ADDR:0" --ready "$TWOHOST_DIR/ready.$t" &
   done
@@ -65,8 +74,23 @@ echo_smoke() {
   "$bin/rmx-echo" client "$uri" 100 64 && "$bin/rmx-echo" client "$uri" 4 $((1 << 20))
 }
 
+# The conformance cases on B, their servers on A; one transport at a time.
+conformance() {
+  local t rc=0
+  for t in $transports; do
+    $TWOHOST wait-file "$TWOHOST_DIR/ctl.$t" 120 || { echo "twohost: no $t conformance server on A"; return 1; }
+    RMX_TEST_ADDR=$TWOHOST_B_ADDR RMX_TEST_PEER=$(cat "$TWOHOST_DIR/ctl.$t") \
+      "$bin/rmx-conformance" "$t" || rc=1
+  done
+  return $rc
+}
+
 client() {
   local scenario=$1 t w rc=0
+  if [ "$scenario" = conformance ]; then
+    conformance
+    return
+  fi
   for t in $transports; do
     $TWOHOST wait-file "$TWOHOST_DIR/ready.$t" 120 || { echo "twohost: no $t server on A"; return 1; }
   done
@@ -108,10 +132,10 @@ client() {
 }
 
 case $mode in
-  server) server ;;
+  server) server "$3" ;;
   client) client "$3" ;;
   run)
     exec "$here/../vm/two-hosts" --timeout "${TWOHOST_TIMEOUT:-540}" \
-      --a "$here/twohost.sh server $bin" --b "$here/twohost.sh client $bin $3" ;;
+      --a "$here/twohost.sh server $bin $3" --b "$here/twohost.sh client $bin $3" ;;
   *) echo "usage: twohost.sh server|client|run BINDIR [SCENARIO]" >&2; exit 2 ;;
 esac
