@@ -4,12 +4,15 @@
  *   rmx-fault-peer server URI [--ready FILE]
  *   rmx-fault-peer client URI msgs|rpc|write|idle [--ops N] [--loaded FILE]
  *                  [--fault-file FILE] [--deadline-ms MS] [--after-fault-ms MS]
+ *   rmx-fault-peer reconnect URI [--ops N] [--loaded FILE] [--fault-file FILE]
+ *                  [--deadline-ms MS]
  *
  * The server serves until SIGTERM (or until it is killed, which is the
  * point). The client runs its workload; with --ops 0 (the default) it keeps
  * going until the connection drops, then checks every callback and prints
  * one "fault-peer: result ..." line (tests/faults/README.md). The fault's
- * time: the injector creates --fault-file or sends SIGUSR1.
+ * time: the injector creates --fault-file or sends SIGUSR1. The reconnecting
+ * client (fault_reconnect.c) lives through one loss and comes back.
  * Configuration comes from the RMX_* environment, untouched.
  */
 #include <stdio.h>
@@ -76,7 +79,9 @@ static int usage(void)
 {
   fprintf(stderr, "usage: rmx-fault-peer server URI [--ready FILE]\n"
                   "       rmx-fault-peer client URI msgs|rpc|write|idle [--ops N]"
-                  " [--loaded FILE] [--fault-file FILE] [--deadline-ms MS] [--after-fault-ms MS]\n");
+                  " [--loaded FILE] [--fault-file FILE] [--deadline-ms MS] [--after-fault-ms MS]\n"
+                  "       rmx-fault-peer reconnect URI [--ops N] [--loaded FILE] [--fault-file FILE]"
+                  " [--deadline-ms MS]\n");
   return 2;
 }
 
@@ -93,14 +98,17 @@ int main(int argc, char **argv)
     }
     return fp_server_main(argv[2], ready);
   }
-  if (argc >= 4 && strcmp(argv[1], "client") == 0) {
-    fp_client_opts_t o = {.uri = argv[2], .workload = argv[3], .deadline_ms = 300000};
+  int reconnect = argc >= 3 && strcmp(argv[1], "reconnect") == 0;
+  if (reconnect || (argc >= 4 && strcmp(argv[1], "client") == 0)) {
+    fp_client_opts_t o = {.uri = argv[2], .workload = reconnect ? "rpc" : argv[3],
+                          .deadline_ms = 300000, .ops = reconnect ? 200 : 0};
+    int first = reconnect ? 3 : 4;
     if (strcmp(o.workload, "msgs") && strcmp(o.workload, "rpc") && strcmp(o.workload, "write") &&
         strcmp(o.workload, "idle"))
       return usage();
-    if ((argc - 4) % 2)
+    if ((argc - first) % 2)
       return usage(); /* options come in pairs: --name value */
-    for (int i = 4; i < argc; i += 2) {
+    for (int i = first; i < argc; i += 2) {
       const char *v = argv[i + 1];
       if (strcmp(argv[i], "--ops") == 0)
         o.ops = atol(v);
@@ -115,7 +123,9 @@ int main(int argc, char **argv)
       else
         return usage();
     }
-    return fp_client_main(&o);
+    if (reconnect && (o.ops <= 0 || o.after_fault_ms))
+      return usage();
+    return reconnect ? fp_reconnect_main(&o) : fp_client_main(&o);
   }
   return usage();
 }

@@ -61,5 +61,8 @@ typedef struct fp_client_opts {
 } fp_client_opts_t;
 
 int fp_client_main(const fp_client_opts_t *o);
+/* The reconnecting client (fault_reconnect.c): workload is ignored; ops
+ * counts the calls that must succeed after the reconnect. */
+int fp_reconnect_main(const fp_client_opts_t *o);
 
 #endif

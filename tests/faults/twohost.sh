@@ -15,7 +15,9 @@
 # procs (A's server processes killed: A's kernel answers for them, so this
 # one needs no keepalive; not a ctest, a check of the bed itself);
 # conformance (no fault: the conformance cases run on B with their
-# servers on A, rmx-conformance's two-host mode, over rdma and tcp).
+# servers on A, rmx-conformance's two-host mode, over rdma and tcp);
+# reconnect (reconnecting clients on B through `poweroff -f` in A and A's
+# next boot: they must resume against the servers A starts again).
 # Every wait is bounded; times are printed, never judged.
 set -uo pipefail
 mode=$1 bin=$2
@@ -25,6 +27,12 @@ workloads="msgs rpc write idle"
 
 server() {
   local t
+  if [ "$1" = reconnect ]; then # fixed ports: the clients come back to them
+    "$bin/rmx-fault-peer" server "rdma://$TWOHOST_A_ADDR:7471" --ready "$TWOHOST_DIR/ready.rdma" &
+    "$bin/rmx-fault-peer" server "tcp://$TWOHOST_A_ADDR:7472" --ready "$TWOHOST_DIR/ready.tcp" &
+    wait
+    return
+  fi
   if [ "$1" = conformance ]; then
     for t in $transports; do
       RMX_TEST_ADDR=$TWOHOST_A_ADDR "$bin/rmx-conformance" "$t" --serve "$TWOHOST_DIR/ctl.$t" &
@@ -61,7 +69,7 @@ smoke() {
 summarize() {
   local line; line=$(grep 'fault-peer: result' "$TWOHOST_DIR/$1")
   if [ -n "$line" ] && [[ $line == *checks=pass* ]]; then
-    echo "twohost: $1 ok $(echo "$line" | grep -o 'status=[^ ]*\|fault_to_disc_ms=[^ ]*\|last_ok_to_disc_ms=[^ ]*' | tr '\n' ' ')"
+    echo "twohost: $1 ok $(echo "$line" | grep -o 'status=[^ ]*\|fault_to_disc_ms=[^ ]*\|last_ok_to_disc_ms=[^ ]*\|attempts=[^ ]*\|disc_to_reconnect_ms=[^ ]*' | tr '\n' ' ')"
   else
     echo "twohost: $1 FAIL"; sed 's/^/    /' "$TWOHOST_DIR/$1"
   fi
@@ -85,10 +93,39 @@ conformance() {
   return $rc
 }
 
+# Reconnecting clients through A's power-off and its next boot.
+reconnect() {
+  local t pids=() rc=0
+  for t in $transports; do
+    $TWOHOST wait-file "$TWOHOST_DIR/ready.$t" 120 || { echo "twohost: no $t server on A"; return 1; }
+    "$bin/rmx-fault-peer" reconnect "$(cat "$TWOHOST_DIR/ready.$t")" --ops 500 \
+      --loaded "$TWOHOST_DIR/loaded.$t" --fault-file "$TWOHOST_DIR/fault.at" \
+      --deadline-ms 360000 >"$TWOHOST_DIR/reconnect.$t" 2>&1 &
+    pids+=($!)
+  done
+  for t in $transports; do
+    $TWOHOST wait-file "$TWOHOST_DIR/loaded.$t" 240 || echo "twohost: $t never got going"
+  done
+  rm -f "$TWOHOST_DIR"/ready.*
+  $TWOHOST fault poweroff || rc=1
+  echo "twohost: A powered off; booting it again"
+  $TWOHOST fault boot 240 || rc=1
+  for t in $transports; do
+    $TWOHOST wait-file "$TWOHOST_DIR/ready.$t" 120 && echo "twohost: the $t server is back"
+  done
+  local i=0
+  for t in $transports; do
+    wait "${pids[$i]}" || rc=1
+    i=$((i + 1))
+    summarize "reconnect.$t"
+  done
+  return $rc
+}
+
 client() {
   local scenario=$1 t w rc=0
-  if [ "$scenario" = conformance ]; then
-    conformance
+  if [ "$scenario" = conformance ] || [ "$scenario" = reconnect ]; then
+    "$scenario"
     return
   fi
   for t in $transports; do
