@@ -138,12 +138,16 @@ void server_start(rmx_ctx_t *ctx, server_t *s, int echo)
 /* Close the listener and every connection; wait for their callbacks. */
 void server_stop(rmx_ctx_t *ctx, server_t *s)
 {
-  if (!s->l) {
+  if (s->remote) {
     peer_server_stop(s);
     return;
   }
-  rmx_listener_close(s->l);
-  int want = s->closed + s->nconns;
+  if (s->l)
+    rmx_listener_close(s->l);
+  s->l = NULL;
+  /* Every accepted connection is closed once, here or on its disconnect;
+   * the server is done when every one of them has reported on_closed. */
+  int want = s->accepted;
   while (s->nconns)
     assert_int_equal(rmx_conn_close(s->conns[--s->nconns], srv_conn_closed, s), 0);
   run_until(ctx, &s->closed, want);
@@ -151,15 +155,16 @@ void server_stop(rmx_ctx_t *ctx, server_t *s)
 
 void server_unlisten(rmx_ctx_t *ctx, server_t *s)
 {
-  if (s->l)
-    rmx_listener_close(s->l);
-  else
+  if (s->remote)
     peer_server_unlisten(s);
+  else if (s->l)
+    rmx_listener_close(s->l);
+  s->l = NULL;
 }
 
 void server_until(rmx_ctx_t *ctx, server_t *s, const int *field, int want)
 {
-  if (s->l) {
+  if (!s->remote) {
     run_until(ctx, field, want);
     return;
   }

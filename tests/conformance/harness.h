@@ -15,14 +15,14 @@ extern const char *addr;   /* where to listen and connect */
 enum { SRV_SINK, SRV_ECHO, SRV_SEQ };
 
 typedef struct server {
-  rmx_listener_t *l; /* NULL when the server lives on the peer host */
+  rmx_listener_t *l;
   char uri[128];
   rmx_conn_t *conns[128];
   int nconns, accepted, disconnects, last_disconnect, recvs, closed;
   int echo; /* SRV_* */
   int bad;  /* SRV_SEQ: messages out of order or damaged */
   uint32_t next;
-  int id; /* on the peer host */
+  int remote, id; /* it lives on the peer host, as id there */
 } server_t;
 
 typedef struct client {

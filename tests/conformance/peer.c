@@ -127,6 +127,7 @@ static void counters_parse(server_t *s, const char *text)
 void peer_server_start(server_t *s)
 {
   const char *r = ctl_call("start %d", s->echo);
+  s->remote = 1;
   if (sscanf(r, "%d %127s", &s->id, s->uri) != 2)
     fail_msg("bad answer from the peer host: \"%s\"", r);
 }
@@ -232,7 +233,7 @@ static void serve_one(const char *req, char *rep, size_t len)
   } else if (strncmp(req, "stats ", 6) == 0 && (s = server_by_id(req + 6))) {
     snprintf(rep, len, "ok " COUNTERS_FMT, COUNTERS(s));
   } else if (strncmp(req, "unlisten ", 9) == 0 && (s = server_by_id(req + 9))) {
-    rmx_listener_close(s->l);
+    server_unlisten(srv.ctx, s);
     snprintf(rep, len, "ok");
   } else if (strncmp(req, "stop ", 5) == 0 && (s = server_by_id(req + 5))) {
     server_stop(srv.ctx, s);

@@ -35,7 +35,12 @@ typedef struct world {
   int attempts, last_attempt, successes, fails, attempt_gap;
   int sent_ok, sent_err, replies, reply_err, closed, after_closed;
   rmx_rpc_req_t *held;  /* a request the client's handler kept */
+  int close_in;         /* CLOSE_IN_*: where the client closes itself */
+  int send_on_resume;   /* rmx_send from on_reconnect(0) */
+  int close_called;
 } world_t;
+
+enum { CLOSE_IN_NONE, CLOSE_IN_DISCONNECT, CLOSE_IN_FAILED_ATTEMPT, CLOSE_IN_RESUME };
 
 static world_t W;
 
@@ -108,11 +113,24 @@ static void c_connected(rmx_conn_t *c, int status, void *arg)
   W.conn_status = status;
 }
 
+static void c_closed(rmx_conn_t *c, void *arg);
+static void c_sent(rmx_conn_t *c, int status, void *arg);
+
+static void close_here(rmx_conn_t *c, int where)
+{
+  if (W.close_in != where)
+    return;
+  assert_int_equal(rmx_conn_close(c, c_closed, NULL), 0);
+  W.close_called = 1;
+  assert_int_equal(W.closed, 0); /* never from inside the call */
+}
+
 static void c_disc(rmx_conn_t *c, int status, void *arg)
 {
   W.after_closed += W.closed;
   W.disconnects++;
   W.disc_status = status;
+  close_here(c, CLOSE_IN_DISCONNECT);
 }
 
 static void c_recv(rmx_conn_t *c, const void *d, size_t n, void *arg)
@@ -131,6 +149,9 @@ static void c_reconnect(rmx_conn_t *c, unsigned attempt, int status, void *arg)
     W.successes++;
   else
     W.fails++;
+  if (status == 0 && W.send_on_resume)
+    assert_int_equal(rmx_send(c, "resumed", 7, c_sent, NULL), 0);
+  close_here(c, status == 0 ? CLOSE_IN_RESUME : CLOSE_IN_FAILED_ATTEMPT);
 }
 
 static void c_sent(rmx_conn_t *c, int status, void *arg)
@@ -191,7 +212,8 @@ static void world_down_after(unsigned linger_ms)
     rmx_listener_close(W.l);
   if (W.sc)
     assert_int_equal(rmx_conn_close(W.sc, s_closed, NULL), 0);
-  assert_int_equal(rmx_conn_close(W.cc, c_closed, NULL), 0);
+  if (!W.close_called)
+    assert_int_equal(rmx_conn_close(W.cc, c_closed, NULL), 0);
   wait_for(&W.closed, 1);
   run_for(linger_ms);
   assert_int_equal(W.closed, 1);
@@ -283,6 +305,41 @@ static void close_stops_the_retries(void **state)
   assert_int_equal(W.attempts, 0);
 }
 
+/* rmx_conn_close from inside on_disconnect, from a failed attempt's
+ * on_reconnect, and from the successful one's (after a send there): each
+ * time on_closed once, nothing after it, no attempt after the close. */
+static void close_from_its_callbacks(void **state)
+{
+  static const int where[] = {CLOSE_IN_DISCONNECT, CLOSE_IN_FAILED_ATTEMPT, CLOSE_IN_RESUME};
+  for (int i = 0; i < 3; i++) {
+    world_up();
+    W.close_in = where[i];
+    W.send_on_resume = where[i] == CLOSE_IN_RESUME;
+    assert_int_equal(client_connect(20, 40, 0), 0);
+    wait_for(&W.connected, 1);
+    wait_for(&W.accepted, 1);
+    rmx_listener_close(W.l); /* the first attempts are refused */
+    W.l = NULL;
+    assert_int_equal(rmx_conn_close(W.sc, s_closed, NULL), 0);
+    W.sc = NULL;
+    if (where[i] == CLOSE_IN_RESUME) {
+      wait_for(&W.fails, 1);
+      server_listen();
+      wait_for(&W.closed, 1);
+      wait_for(&W.srecvd, 1); /* the send from on_reconnect went before the close */
+      assert_int_equal(W.successes, 1);
+      assert_int_equal(W.sent_ok, 1);
+    }
+    wait_for(&W.closed, 1);
+    int attempts = W.attempts;
+    world_down_after(300); /* 7 delays of the first attempt's bound */
+    assert_int_equal(W.attempts, attempts);
+    assert_int_equal(W.disconnects, 1);
+    assert_int_equal(W.attempts, where[i] == CLOSE_IN_DISCONNECT ? 0
+                                 : where[i] == CLOSE_IN_FAILED_ATTEMPT ? 1 : W.fails + 1);
+  }
+}
+
 /* A first connect that fails is reported by on_connected, never retried;
  * options are checked. */
 static void first_failure_is_not_retried(void **state)
@@ -323,6 +380,7 @@ int main(int argc, char **argv)
     cmocka_unit_test(comes_back_after_server_restart),
     cmocka_unit_test(gives_up_after_its_tries),
     cmocka_unit_test(close_stops_the_retries),
+    cmocka_unit_test(close_from_its_callbacks),
     cmocka_unit_test(first_failure_is_not_retried),
   };
   int rc = cmocka_run_group_tests_name("reconnect", tests, NULL, NULL);
