@@ -59,11 +59,28 @@ smoke() {
       pids+=($!) names+=("$1.$t.$w")
     done
   done
+  local end=$((SECONDS + 280)) # beyond the clients' --deadline-ms + close bound
   for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || rc=1
+    reap "${pids[$i]}" "${names[$i]}" "$end" || rc=1
     summarize "${names[$i]}"
   done
   return $rc
+}
+
+# reap PID NAME END: wait for a client that bounds its own run; if it is
+# still there when $SECONDS reaches END (stuck in the kernel, where its
+# timers cannot help), show where it is stuck, kill it, and fail.
+reap() {
+  local t
+  while kill -0 "$1" 2>/dev/null && [ "$SECONDS" -lt "$3" ]; do sleep 0.1; done
+  if kill -0 "$1" 2>/dev/null; then
+    echo "twohost: $2 outlived its own bounds; its threads are in:"
+    for t in /proc/"$1"/task/*; do
+      echo "  thread ${t##*/}: $(cat "$t/wchan" 2>/dev/null)"; sed 's/^/    /' "$t/stack" 2>/dev/null
+    done
+    kill -KILL "$1"
+  fi
+  wait "$1"
 }
 
 summarize() {
@@ -113,9 +130,9 @@ reconnect() {
   for t in $transports; do
     $TWOHOST wait-file "$TWOHOST_DIR/ready.$t" 120 && echo "twohost: the $t server is back"
   done
-  local i=0
+  local i=0 end=$((SECONDS + 420)) # beyond the clients' --deadline-ms
   for t in $transports; do
-    wait "${pids[$i]}" || rc=1
+    reap "${pids[$i]}" "reconnect.$t" "$end" || rc=1
     i=$((i + 1))
     summarize "reconnect.$t"
   done
@@ -154,8 +171,9 @@ client() {
   done
   echo "twohost: workloads loaded after $((SECONDS - start)) s; injecting $scenario"
   $TWOHOST fault "${scenario/linkcut/linkdown}" || rc=1
+  local end=$((SECONDS + 280)) # beyond the clients' --deadline-ms + close bound
   for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || rc=1
+    reap "${pids[$i]}" "${names[$i]}" "$end" || rc=1
     summarize "${names[$i]}"
   done
   # Over the mended link, TCP only: A's RDMA connections were closed with
@@ -172,7 +190,9 @@ case $mode in
   server) server "$3" ;;
   client) client "$3" ;;
   run)
-    exec "$here/../vm/two-hosts" --timeout "${TWOHOST_TIMEOUT:-540}" \
+    returns=()
+    [ "$3" = reconnect ] && returns=(--a-returns)
+    exec "$here/../vm/two-hosts" --timeout "${TWOHOST_TIMEOUT:-540}" "${returns[@]}" \
       --a "$here/twohost.sh server $bin $3" --b "$here/twohost.sh client $bin $3" ;;
   *) echo "usage: twohost.sh server|client|run BINDIR [SCENARIO]" >&2; exit 2 ;;
 esac
