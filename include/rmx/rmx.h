@@ -40,9 +40,24 @@ extern "C" {
 #define RMX_API
 #endif
 
-/** Library version. */
+/** @name Version
+ * The header's version. rmx_version() gives the library's, which may be
+ * newer: a program built against 0.1 runs with any library of the same
+ * @ref RMX_ABI_VERSION (the number in librmx.so's name).
+ * @{ */
 #define RMX_VERSION_MAJOR 0
 #define RMX_VERSION_MINOR 1
+#define RMX_VERSION_PATCH 0
+/** Changes whenever a release breaks programs built against the last. */
+#define RMX_ABI_VERSION 0
+/** The version as one number: 0xMMmmpp. */
+#define RMX_VERSION ((RMX_VERSION_MAJOR << 16) | (RMX_VERSION_MINOR << 8) | RMX_VERSION_PATCH)
+/** @} */
+
+/** @brief The library's version, as @ref RMX_VERSION encodes it. */
+RMX_API unsigned rmx_version(void);
+/** @brief The library's version as text, "MAJOR.MINOR.PATCH". */
+RMX_API const char *rmx_version_string(void);
 
 /* ------------------------------------------------------------------ */
 /** @name Errors                                                        */
