@@ -14,8 +14,12 @@
  *   to the system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory
  *   is reused as the same pages, which keeps registrations right.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and
- * deregisters, and malloc is left alone. See docs/one-sided.md.
+ * deregisters, and malloc is left alone; the hooks then only pass the call
+ * on. Built with RMX_MEMHOOKS off (cmake -DRMX_MEMHOOKS=OFF), librmx
+ * defines no hook and sets nothing in malloc, and there is no cache.
+ * See docs/one-sided.md.
  */
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -43,6 +47,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static rmx_list_t g_caches = {&g_caches, &g_caches};
 static atomic_int g_ncaches;
 
+#if RMX_MEMHOOKS
 static void note_unmap(const void *addr, size_t len)
 {
   if (atomic_load_explicit(&g_ncaches, memory_order_acquire) == 0 || len == 0)
@@ -64,14 +69,30 @@ static void note_unmap(const void *addr, size_t len)
   pthread_mutex_unlock(&g_lock);
 }
 
+/* The definitions these hooks stand in front of (the C library's, or
+ * another interposer's, such as a sanitizer's), found when the library
+ * loads; before that, or if there is none, the system call itself. */
+static int (*next_munmap)(void *, size_t);
+static void *(*next_mremap)(void *, size_t, size_t, int, ...);
+static int (*next_madvise)(void *, size_t, int);
+
+__attribute__((constructor)) static void find_next_defs(void)
+{
+  next_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
+  next_mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
+  next_madvise = (int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "madvise");
+}
+
 RMX_API int munmap(void *addr, size_t len)
 {
+  int (*f)(void *, size_t) = next_munmap;
   note_unmap(addr, len);
-  return (int)syscall(SYS_munmap, addr, len);
+  return f ? f(addr, len) : (int)syscall(SYS_munmap, addr, len);
 }
 
 RMX_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 {
+  void *(*f)(void *, size_t, size_t, int, ...) = next_mremap;
   void *new_addr = NULL;
   if (flags & MREMAP_FIXED) {
     va_list ap;
@@ -80,15 +101,18 @@ RMX_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     va_end(ap);
   }
   note_unmap(old, old_len);
-  return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+  return f ? f(old, old_len, new_len, flags, new_addr)
+           : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
 }
 
 RMX_API int madvise(void *addr, size_t len, int advice)
 {
+  int (*f)(void *, size_t, int) = next_madvise;
   if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE)
     note_unmap(addr, len);
-  return (int)syscall(SYS_madvise, addr, len, advice);
+  return f ? f(addr, len, advice) : (int)syscall(SYS_madvise, addr, len, advice);
 }
+#endif
 
 /* ---- the cache ---- */
 
@@ -151,7 +175,8 @@ int rmx__regcache_init(rmx_ctx_t *ctx)
   rmx_list_init(&ctx->rc.global_link);
   ctx->rc.max_bytes = (size_t)1 << 30;
   ctx->rc.max_entries = 256;
-  ctx->rc.enabled = !(v && strcmp(v, "0") == 0);
+  /* Without the hooks, a cached registration could outlive its pages. */
+  ctx->rc.enabled = RMX_MEMHOOKS && !(v && strcmp(v, "0") == 0);
   ctx->rc.pending = calloc(1, sizeof(*ctx->rc.pending));
   if (!ctx->rc.pending)
     return RMX_ENOMEM;
@@ -190,7 +215,7 @@ void rmx__regcache_fini(rmx_ctx_t *ctx)
 __attribute__((constructor)) static void malloc_keeps_memory(void)
 {
   const char *v = getenv("RMX_REGCACHE");
-  if (v && strcmp(v, "0") == 0)
+  if (!RMX_MEMHOOKS || (v && strcmp(v, "0") == 0))
     return;
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
