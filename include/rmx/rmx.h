@@ -167,6 +167,23 @@ typedef enum {
   RMX_LOG_NONE = 0, RMX_LOG_ERROR, RMX_LOG_WARN, RMX_LOG_INFO, RMX_LOG_DEBUG, RMX_LOG_TRACE
 } rmx_log_level_t;
 
+/**
+ * Where rmx's log lines go (see rmx_log_set_handler()): @p line is one
+ * line without its newline, valid during the call only. It runs on the
+ * thread that logs (a context's loop thread, or the thread calling an
+ * rmx function), possibly on several threads at once, and must not call
+ * into rmx.
+ */
+typedef void (*rmx_log_fn)(rmx_log_level_t level, const char *line, void *arg);
+
+/**
+ * @brief Send rmx's log lines to @p fn instead of stderr, for the whole
+ * process (NULL: back to stderr, "rmx LEVEL: line"). Each context still
+ * filters by its own @c log_level. Set it before creating contexts; a
+ * line being logged while it changes goes to either place.
+ */
+RMX_API void rmx_log_set_handler(rmx_log_fn fn, void *arg);
+
 /** How completions are found. */
 typedef enum {
   RMX_PROGRESS_EVENT = 0, /**< sleep on completion channels (default) */
@@ -175,9 +192,17 @@ typedef enum {
 
 /**
  * Context configuration. Fill it with rmx_config_init(), then change fields.
- * New fields are only ever appended.
+ * New fields are only ever appended (see @c size).
  */
 typedef struct rmx_config {
+  /**
+   * sizeof(rmx_config_t) as the caller was compiled, set by
+   * rmx_config_init(). Fields are only ever appended: a newer library
+   * gives the fields a caller's older header lacks their defaults, and
+   * refuses (@ref RMX_EINVAL) a size it cannot know. Always start from
+   * rmx_config_init(), never from a zeroed struct.
+   */
+  uint32_t size;
   uint32_t eager_size;     /**< bytes per eager receive buffer, header included (RMX_EAGER_SIZE, 8192) */
   uint32_t rx_depth;       /**< receive buffers per connection = initial credits (RMX_RX_DEPTH, 64) */
   uint64_t max_msg_size;   /**< largest message accepted or sent (RMX_MAX_MSG_SIZE, 64 MiB) */
@@ -251,10 +276,21 @@ typedef struct rmx_config {
    * queue pair takes it from there.
    */
   uint32_t rc_retry;
+  /**
+   * The registration cache (RMX_REGCACHE=0|1, 1): transfers from memory
+   * rmx registered before reuse that registration. 0: each transfer
+   * registers and deregisters (docs/one-sided.md says what the cache
+   * needs from the process). Builds without RMX_MEMHOOKS have no cache.
+   */
+  uint32_t regcache;
 } rmx_config_t;
 
 /**
  * @brief Fill @p cfg with defaults, then apply @c RMX_* environment overrides.
+ *
+ * An @c RMX_ variable that names no setting is logged as a warning (once
+ * per process), with the setting it most resembles; variables under
+ * @c RMX_TEST_ belong to rmx's test programs and are left alone.
  * @return 0, or @ref RMX_EINVAL when an environment value does not parse, or
  *         the file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty,
  *         or its first line is longer than 127 bytes or holds a NUL byte

@@ -1,13 +1,31 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "log.h"
 
 static const char *const level_name[] = {"none", "error", "warn", "info", "debug", "trace"};
 
-/* Diagnostics go to stderr, one line each, never to stdout. */
+/* The application's handler and its argument, swapped together. */
+typedef struct log_sink {
+  rmx_log_fn fn;
+  void *arg;
+} log_sink_t;
+static log_sink_t sinks[2];
+static _Atomic(log_sink_t *) sink;
+
+void rmx_log_set_handler(rmx_log_fn fn, void *arg)
+{
+  /* Two slots: a logger still reading the other one sees it whole. */
+  log_sink_t *cur = atomic_load(&sink), *next = cur == &sinks[0] ? &sinks[1] : &sinks[0];
+  *next = (log_sink_t){fn, arg};
+  atomic_store(&sink, fn ? next : NULL);
+}
+
+/* Diagnostics go to the handler, else to stderr, one line each, never to
+ * stdout. */
 void rmx__log(rmx_log_level_t lvl, const char *fmt, ...)
 {
   char line[512];
@@ -15,7 +33,11 @@ void rmx__log(rmx_log_level_t lvl, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(line, sizeof(line), fmt, ap);
   va_end(ap);
-  fprintf(stderr, "rmx %s: %s\n", level_name[lvl], line);
+  log_sink_t *s = atomic_load(&sink);
+  if (s)
+    s->fn(lvl, line, s->arg);
+  else
+    fprintf(stderr, "rmx %s: %s\n", level_name[lvl], line);
 }
 
 const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len)

@@ -170,13 +170,12 @@ static void apply_pending(rmx_ctx_t *ctx)
 
 int rmx__regcache_init(rmx_ctx_t *ctx)
 {
-  const char *v = getenv("RMX_REGCACHE");
   rmx_list_init(&ctx->rc.lru);
   rmx_list_init(&ctx->rc.global_link);
   ctx->rc.max_bytes = (size_t)1 << 30;
   ctx->rc.max_entries = 256;
   /* Without the hooks, a cached registration could outlive its pages. */
-  ctx->rc.enabled = RMX_MEMHOOKS && !(v && strcmp(v, "0") == 0);
+  ctx->rc.enabled = RMX_MEMHOOKS && ctx->cfg.regcache;
   ctx->rc.pending = calloc(1, sizeof(*ctx->rc.pending));
   if (!ctx->rc.pending)
     return RMX_ENOMEM;

@@ -10,8 +10,8 @@
  * stdout. What goes over the wire, and the pattern every payload carries,
  * are defined here so that both ends can check each other.
  */
-#ifndef RMX_SOAK_H
-#define RMX_SOAK_H
+#ifndef RMX_TEST_SOAK_H
+#define RMX_TEST_SOAK_H
 
 #include <stddef.h>
 #include <stdint.h>

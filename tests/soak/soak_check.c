@@ -46,7 +46,7 @@ int soak_check(void)
   failures = k.failed;
   long long ops = 0, losses = 0, recon = 0, lost_ops = 0, corrupt = (long long)scorrupt,
             viol = (long long)k.server_resent;
-  long long tol = (long long)strtoull(getenv("RMX_SOAK_RSS_TOL_MIB") ? getenv("RMX_SOAK_RSS_TOL_MIB")
+  long long tol = (long long)strtoull(getenv("RMX_TEST_SOAK_RSS_TOL_MIB") ? getenv("RMX_TEST_SOAK_RSS_TOL_MIB")
                                                                       : "8", NULL, 0) << 20;
   int warmed = 0, rss_checked = !soak_sanitized();
   char fds[256] = "", rss[384] = "", sfds[256] = "";

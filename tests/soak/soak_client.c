@@ -253,7 +253,7 @@ int soak_client_main(int argc, char **argv)
   C.start_ms = soak_now_ms();
   C.fd_warm = C.fd_max = C.fd_end = -1;
   C.nconns = argc - 6;
-  C.trace = getenv("RMX_SOAK_TRACE") != NULL; /* every resource sample on stderr */
+  C.trace = getenv("RMX_TEST_SOAK_TRACE") != NULL; /* every resource sample on stderr */
 
   rmx_config_t cfg;
   int rc = rmx_config_init(&cfg); /* keepalive from RMX_KEEPALIVE_MS and _TIMEOUT_MS */

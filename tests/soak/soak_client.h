@@ -2,8 +2,8 @@
  * The soak's client, shared between its connection lifecycle
  * (soak_client.c) and its operations (soak_client_ops.c).
  */
-#ifndef RMX_SOAK_CLIENT_H
-#define RMX_SOAK_CLIENT_H
+#ifndef RMX_TEST_SOAK_CLIENT_H
+#define RMX_TEST_SOAK_CLIENT_H
 
 #include <uv.h>
 

@@ -1,7 +1,7 @@
 /*
- * The soak's driver: starts RMX_SOAK_SERVERS servers and RMX_SOAK_CLIENTS
+ * The soak's driver: starts RMX_TEST_SOAK_SERVERS servers and RMX_TEST_SOAK_CLIENTS
  * clients (this same program, fork+exec'ed in another role), then for
- * RMX_SOAK_SECONDS injects faults at random: a server killed (SIGKILL) and
+ * RMX_TEST_SOAK_SECONDS injects faults at random: a server killed (SIGKILL) and
  * restarted on the same port, a server stopped (SIGSTOP) past the keepalive
  * limit and then resumed or killed, now and then a client killed and
  * restarted. Then it lets every server come back, asks the clients to
@@ -10,9 +10,9 @@
  *   rmx-soak [tcp|rdma]
  *
  * Exit status 0 only when every check passed (soak_check.c); the last line
- * says what was measured. Also read: RMX_SOAK_CLIENT_KILL_PCT (3: of the
- * fault turns, in the first 40% of the run), RMX_SOAK_RSS_TOL_MIB (8),
- * RMX_SOAK_TRACE (clients print each resource sample). The seed (RMX_SOAK_SEED, else the clock) is printed first: the
+ * says what was measured. Also read: RMX_TEST_SOAK_CLIENT_KILL_PCT (3: of the
+ * fault turns, in the first 40% of the run), RMX_TEST_SOAK_RSS_TOL_MIB (8),
+ * RMX_TEST_SOAK_TRACE (clients print each resource sample). The seed (RMX_TEST_SOAK_SEED, else the clock) is printed first: the
  * same seed gives the same faults and traffic picks (timing still varies).
  */
 #include <errno.h>
@@ -376,12 +376,12 @@ static void setup(int argc, char **argv)
     a = getenv("RMX_TEST_ADDR") ? getenv("RMX_TEST_ADDR")
         : getenv("RXE_VM_ADDR") ? getenv("RXE_VM_ADDR") : "192.0.2.1";
   snprintf(D.addr, sizeof(D.addr), "%s", a);
-  D.seconds = env_u64("RMX_SOAK_SECONDS", 60);
-  D.seed = env_u64("RMX_SOAK_SEED", soak_mix(soak_now_ms() ^ (uint64_t)getpid()) & 0xffffffffu);
+  D.seconds = env_u64("RMX_TEST_SOAK_SECONDS", 60);
+  D.seed = env_u64("RMX_TEST_SOAK_SEED", soak_mix(soak_now_ms() ^ (uint64_t)getpid()) & 0xffffffffu);
   D.rng = soak_mix(D.seed);
-  D.nservers = (int)env_u64("RMX_SOAK_SERVERS", 3);
-  D.nclients = (int)env_u64("RMX_SOAK_CLIENTS", 3);
-  D.client_kill_pct = env_u64("RMX_SOAK_CLIENT_KILL_PCT", 3);
+  D.nservers = (int)env_u64("RMX_TEST_SOAK_SERVERS", 3);
+  D.nclients = (int)env_u64("RMX_TEST_SOAK_CLIENTS", 3);
+  D.client_kill_pct = env_u64("RMX_TEST_SOAK_CLIENT_KILL_PCT", 3);
   D.client_kill_pct = D.client_kill_pct > 25 ? 25 : D.client_kill_pct;
   if (D.nservers < 1 || D.nservers > MAX_KIDS || D.nclients < 1 || D.nclients > MAX_KIDS) {
     fprintf(stderr, "soak: 1 .. %d servers and clients\n", MAX_KIDS);
@@ -393,7 +393,7 @@ static void setup(int argc, char **argv)
   setenv("RMX_KEEPALIVE_TIMEOUT_MS", "1000", 0);
   setenv("RMX_LOG", "error", 0); /* every loss is a warning: thousands of lines */
   printf("soak: seed=%llu seconds=%llu transport=%s addr=%s servers=%d clients=%d "
-         "keepalive=%s/%s ms%s (replay: RMX_SOAK_SEED=%llu)\n",
+         "keepalive=%s/%s ms%s (replay: RMX_TEST_SOAK_SEED=%llu)\n",
          (unsigned long long)D.seed, (unsigned long long)D.seconds, D.scheme, D.addr, D.nservers,
          D.nclients, getenv("RMX_KEEPALIVE_MS"), getenv("RMX_KEEPALIVE_TIMEOUT_MS"),
          soak_sanitized() ? " sanitized" : "", (unsigned long long)D.seed);

@@ -13,7 +13,7 @@
  * It also remembers every operation id it received: one arriving twice was
  * sent again behind the client's back.
  *
- * RMX_SOAK_BREAK=echo damages one byte of every 500th echo: the soak must
+ * RMX_TEST_SOAK_BREAK=echo damages one byte of every 500th echo: the soak must
  * then fail (a check of the checker).
  */
 #include <errno.h>
@@ -304,7 +304,7 @@ int soak_server_main(int argc, char **argv)
   S.start_ms = soak_now_ms();
   S.fd_warm = S.fd_max = -1;
   S.rng = soak_mix((uint64_t)getpid() ^ soak_now_ms());
-  S.break_echo = getenv("RMX_SOAK_BREAK") && strcmp(getenv("RMX_SOAK_BREAK"), "echo") == 0;
+  S.break_echo = getenv("RMX_TEST_SOAK_BREAK") && strcmp(getenv("RMX_TEST_SOAK_BREAK"), "echo") == 0;
   uv_loop_init(&S.loop);
   int rc = rmx_ctx_create(&S.ctx, &S.loop, NULL);
   if (rc) {
