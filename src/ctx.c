@@ -411,6 +411,34 @@ int rmx_ctx_run(rmx_ctx_t *ctx)
 
 void rmx_ctx_stop(rmx_ctx_t *ctx) { uv_stop(ctx->loop); }
 
+int rmx_ctx_fd(rmx_ctx_t *ctx)
+{
+  return ctx && ctx->owns_loop ? uv_backend_fd(ctx->loop) : RMX_EINVAL;
+}
+
+int rmx_ctx_timeout(rmx_ctx_t *ctx)
+{
+  return ctx && ctx->owns_loop ? uv_backend_timeout(ctx->loop) : RMX_EINVAL;
+}
+
+int rmx_ctx_progress(rmx_ctx_t *ctx)
+{
+  if (!ctx || !ctx->owns_loop || ctx->running || ctx->in_cb)
+    return RMX_EINVAL;
+  ctx->running = 1; /* a destroy from a callback leaves the finish to us */
+  /* uv_run does not even look at a loop with nothing that keeps it alive,
+   * and the wake-up of rmx_ctx_post is deliberately such a handle: hold it
+   * for this non-blocking turn, so posts run too. */
+  uv_ref((uv_handle_t *)&ctx->async);
+  uv_run(ctx->loop, UV_RUN_NOWAIT);
+  uv_unref((uv_handle_t *)&ctx->async);
+  ctx->running = 0;
+  if (!ctx->dying)
+    return 0;
+  ctx_finish_owned(ctx);
+  return 1;
+}
+
 struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx) { return ctx->loop; }
 
 static void ctx_free(rmx_ctx_t *ctx)

@@ -317,6 +317,32 @@ RMX_API int rmx_ctx_run(rmx_ctx_t *ctx);
 RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
 
 /**
+ * @name Driving a context from another event loop
+ * For programs whose loop is not libuv (epoll, poll, Python's asyncio): a
+ * context with a private loop (created with loop NULL) hands out one file
+ * descriptor. Wait until it is readable, or until rmx_ctx_timeout() has
+ * passed, then call rmx_ctx_progress(); repeat. All three belong to the
+ * thread that created the context, like every rmx call but rmx_ctx_post().
+ * @{
+ */
+/** @brief The descriptor to wait on for readability (libuv's backend fd).
+ *  @return the fd, or @ref RMX_EINVAL for a context on the caller's loop. */
+RMX_API int rmx_ctx_fd(rmx_ctx_t *ctx);
+/** @brief How long to wait on rmx_ctx_fd() at most before calling
+ *  rmx_ctx_progress() anyway, in ms: 0 means at once, -1 means only when
+ *  the fd is readable (no timer is due). */
+RMX_API int rmx_ctx_timeout(rmx_ctx_t *ctx);
+/**
+ * @brief Run every callback that is due, without blocking.
+ * @return 0; 1 when a callback it ran called rmx_ctx_destroy(), which has
+ *         then finished: the context is gone; @ref RMX_EINVAL for a
+ *         context on the caller's loop, or when called from a callback or
+ *         inside rmx_ctx_run().
+ */
+RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
+/** @} */
+
+/**
  * @brief Destroy a context.
  *
  * Every listener, connection and registration (rmx_mem_reg) must have been

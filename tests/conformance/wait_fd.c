@@ -1,0 +1,158 @@
+/*
+ * A context driven from an epoll loop that is not libuv's, through
+ * rmx_ctx_fd(), rmx_ctx_timeout() and rmx_ctx_progress() only: messages
+ * and an RPC echo go both ways, a call that is never answered times out
+ * (so timers run when no fd is readable), the calls are refused where
+ * they cannot work, and a destroy from a callback ends the context.
+ *
+ *   rmx-wait-fd tcp|rdma
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+#include <uv.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+enum { H_ECHO = 1, H_NEVER = 2 };
+
+static int replies, reply_bad, timed_out, destroyed_in_cb;
+static rmx_rpc_req_t *unanswered;
+
+static void h_echo(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
+{
+  assert_int_equal(rmx_rpc_reply(req, data, len), 0);
+}
+
+static void h_never(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
+{
+  unanswered = req; /* answered only after the caller has given up */
+}
+
+static void on_reply(rmx_conn_t *c, int status, const void *data, size_t len, void *arg)
+{
+  replies++;
+  reply_bad += status != 0 || len != 5 || memcmp(data, "hello", 5) != 0;
+}
+
+static void on_timeout(rmx_conn_t *c, int status, const void *data, size_t len, void *arg)
+{
+  timed_out += status == RMX_ETIMEDOUT;
+}
+
+/* Wait on the fd (never longer than rmx_ctx_timeout says), then progress,
+ * until *done reaches want; a bound of iterations catches a hang. */
+static void drive(rmx_ctx_t *ctx, int ep, const int *done, int want)
+{
+  for (int turns = 0; *done < want; turns++) {
+    struct epoll_event ev;
+    assert_true(turns < 1000000);
+    int wait_ms = rmx_ctx_timeout(ctx);
+    assert_true(wait_ms >= -1);
+    epoll_wait(ep, &ev, 1, wait_ms);
+    assert_int_equal(rmx_ctx_progress(ctx), 0);
+  }
+}
+
+static int epoll_on(rmx_ctx_t *ctx)
+{
+  int fd = rmx_ctx_fd(ctx), ep = epoll_create1(0);
+  struct epoll_event ev = {.events = EPOLLIN};
+  assert_true(fd >= 0 && ep >= 0);
+  assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+  return ep;
+}
+
+static void messages_rpcs_and_timers(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t cl;
+  int ep = epoll_on(ctx);
+  assert_int_equal(rmx_rpc_register(ctx, H_ECHO, h_echo, NULL), 0);
+  assert_int_equal(rmx_rpc_register(ctx, H_NEVER, h_never, NULL), 0);
+  server_start(ctx, &s, SRV_ECHO);
+  client_connect(ctx, &cl, s.uri);
+  drive(ctx, ep, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, 0);
+
+  uint8_t msg[20000]; /* above the eager size: rendezvous too */
+  pattern(msg, sizeof(msg), 9);
+  cl.expect_len = sizeof(msg);
+  cl.expect_seed = 9;
+  for (int i = 0; i < 50; i++)
+    assert_int_equal(rmx_send(cl.c, msg, sizeof(msg), cl_sent, &cl), 0);
+  for (int i = 0; i < 20; i++)
+    assert_int_equal(rmx_rpc_call(cl.c, H_ECHO, "hello", 5, 0, on_reply, NULL, NULL), 0);
+  drive(ctx, ep, &cl.recvs, 50);
+  drive(ctx, ep, &replies, 20);
+  assert_int_equal(cl.bad, 0);
+  assert_int_equal(reply_bad, 0);
+
+  /* Only a timer ends this one: nothing arrives for it. */
+  assert_int_equal(rmx_rpc_call(cl.c, H_NEVER, "x", 1, 200, on_timeout, NULL, NULL), 0);
+  drive(ctx, ep, &timed_out, 1);
+  assert_non_null(unanswered);
+  rmx_rpc_reply(unanswered, "late", 4); /* to a caller that gave up: dropped */
+
+  client_close(ctx, &cl); /* runs the loop itself: allowed outside progress */
+  server_stop(ctx, &s);
+  close(ep);
+  ctx_done(ctx);
+}
+
+static void on_post_destroy(void *arg)
+{
+  rmx_ctx_t *ctx = arg;
+  assert_int_equal(rmx_ctx_progress(ctx), RMX_EINVAL); /* not from a callback */
+  assert_int_equal(rmx_ctx_destroy(ctx), 0);
+  destroyed_in_cb = 1;
+}
+
+static void refused_where_it_cannot_work(void **state)
+{
+  uv_loop_t loop;
+  rmx_ctx_t *ctx;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  assert_int_equal(rmx_ctx_create(&ctx, &loop, NULL), 0);
+  assert_int_equal(rmx_ctx_fd(ctx), RMX_EINVAL); /* the caller's loop is the caller's */
+  assert_int_equal(rmx_ctx_timeout(ctx), RMX_EINVAL);
+  assert_int_equal(rmx_ctx_progress(ctx), RMX_EINVAL);
+  assert_int_equal(rmx_ctx_destroy(ctx), 0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+
+  /* A destroy from a callback: progress finishes it and says so. */
+  ctx = ctx_new(0);
+  int ep = epoll_on(ctx);
+  destroyed_in_cb = 0;
+  assert_int_equal(rmx_ctx_post(ctx, on_post_destroy, ctx), 0);
+  int rc = 0;
+  for (int turns = 0; rc == 0; turns++) {
+    struct epoll_event ev;
+    assert_true(turns < 1000);
+    epoll_wait(ep, &ev, 1, 100);
+    rc = rmx_ctx_progress(ctx);
+  }
+  assert_int_equal(rc, 1);
+  assert_int_equal(destroyed_in_cb, 1);
+  close(ep);
+}
+
+int main(int argc, char **argv)
+{
+  if (harness_args(argc, argv) != 0)
+    return 2;
+  alarm(240); /* a hang fails the run */
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(messages_rpcs_and_timers),
+    cmocka_unit_test(refused_where_it_cannot_work),
+  };
+  return cmocka_run_group_tests_name("wait-fd", tests, NULL, NULL);
+}
