@@ -34,6 +34,7 @@
 extern "C" {
 #endif
 
+/** Marks the functions librmx exports. */
 #if defined(__GNUC__)
 #define RMX_API __attribute__((visibility("default")))
 #else
@@ -45,9 +46,9 @@ extern "C" {
  * newer: a program built against 0.1 runs with any library of the same
  * @ref RMX_ABI_VERSION (the number in librmx.so's name).
  * @{ */
-#define RMX_VERSION_MAJOR 0
-#define RMX_VERSION_MINOR 1
-#define RMX_VERSION_PATCH 0
+#define RMX_VERSION_MAJOR 0 /**< the header's major version */
+#define RMX_VERSION_MINOR 1 /**< the header's minor version */
+#define RMX_VERSION_PATCH 0 /**< the header's patch level */
 /** Changes whenever a release breaks programs built against the last. */
 #define RMX_ABI_VERSION 0
 /** The version as one number: 0xMMmmpp. */
@@ -65,43 +66,42 @@ RMX_API const char *rmx_version_string(void);
 /**@{*/
 
 /**
- * The one error space: negative errno values plus a private range below
- * -4000. X(name, value, message) for each; the enum, rmx_strerror() and
- * rmx_err_name() are generated from this list.
+ * Error codes. Every call returns 0 or one of these, and every status a
+ * callback receives is 0 or one of these. They are negative errno values,
+ * plus a range of rmx's own below -4000; rmx_strerror() gives a sentence,
+ * rmx_err_name() the name. docs/errors.md says what to do about each.
  */
-#define RMX_ERRNO_MAP(X)                                                     \
-  X(EINVAL, -EINVAL, "invalid argument")                                     \
-  X(ENOMEM, -ENOMEM, "out of memory")                                        \
-  X(EAGAIN, -EAGAIN, "resource temporarily unavailable")                     \
-  X(EBUSY, -EBUSY, "object still has open children")                         \
-  X(EALREADY, -EALREADY, "operation already in progress")                    \
-  X(ECANCELED, -ECANCELED, "operation canceled")                             \
-  X(ECONNRESET, -ECONNRESET, "connection lost")                              \
-  X(ECONNREFUSED, -ECONNREFUSED, "connection refused")                       \
-  X(ENOTCONN, -ENOTCONN, "connection is not established")                    \
-  X(EMSGSIZE, -EMSGSIZE, "message larger than the configured maximum")       \
-  X(ETIMEDOUT, -ETIMEDOUT, "timed out")                                      \
-  X(EPROTO, -EPROTO, "protocol error: malformed or unexpected frame")        \
-  X(EACCES, -EACCES, "access denied")                                        \
-  X(ENOTSUP, -ENOTSUP, "operation not supported by this transport")          \
-  X(ENODEV, -ENODEV, "no usable RDMA device")                                \
-  X(EADDRINUSE, -EADDRINUSE, "address already in use")                       \
-  X(EADDRNOTAVAIL, -EADDRNOTAVAIL, "address not available")                  \
-  X(EHOSTUNREACH, -EHOSTUNREACH, "no route to host")                         \
-  X(ENETUNREACH, -ENETUNREACH, "network unreachable")                        \
-  X(ENOENT, -ENOENT, "no such entry")                                        \
-  X(EIO, -EIO, "I/O error")                                                  \
-  X(EVERSION, -4001, "peer speaks another rmx protocol version")             \
-  X(ENORESOLVE, -4002, "host name did not resolve")                          \
-  X(EMEMLOCK, -4003, "cannot pin memory: raise the locked-memory limit (ulimit -l)") \
-  X(EUNKNOWN, -4004, "unknown error")                                        \
-  X(ENOHANDLER, -4005, "no RPC handler registered for that id at the peer")
-
-/** Error codes. Every API call returns 0 or one of these. */
 typedef enum {
-#define RMX_ERR_ENUM_(name, val, msg) RMX_##name = (val),
-  RMX_ERRNO_MAP(RMX_ERR_ENUM_)
-#undef RMX_ERR_ENUM_
+  RMX_EINVAL = -EINVAL,         /**< an argument, URI, setting or call order is wrong */
+  RMX_ENOMEM = -ENOMEM,         /**< out of memory (or of a configured pool or limit) */
+  RMX_EAGAIN = -EAGAIN,         /**< a limit is reached for now: try again after completions */
+  RMX_EBUSY = -EBUSY,           /**< the object still has open children (listeners,
+                                     connections, registrations) */
+  RMX_EALREADY = -EALREADY,     /**< already done or in progress (a second close) */
+  RMX_ECANCELED = -ECANCELED,   /**< canceled by a local close or destroy */
+  RMX_ECONNRESET = -ECONNRESET, /**< the connection was lost (the peer went away) */
+  RMX_ECONNREFUSED = -ECONNREFUSED, /**< the peer refused the connection (nobody
+                                         listens, it is full, or it refused us) */
+  RMX_ENOTCONN = -ENOTCONN,     /**< the connection is not established (yet, or any more) */
+  RMX_EMSGSIZE = -EMSGSIZE,     /**< larger than max_msg_size, this side's or the peer's */
+  RMX_ETIMEDOUT = -ETIMEDOUT,   /**< timed out: a connect, an RPC, or a silent peer */
+  RMX_EPROTO = -EPROTO,         /**< the peer broke the protocol (malformed or forbidden frame) */
+  RMX_EACCES = -EACCES,         /**< refused: authentication, or memory access the key
+                                     does not allow */
+  RMX_ENOTSUP = -ENOTSUP,       /**< not supported by this transport or this build */
+  RMX_ENODEV = -ENODEV,         /**< no usable RDMA device (or not the one named) */
+  RMX_EADDRINUSE = -EADDRINUSE, /**< the address to listen on is taken */
+  RMX_EADDRNOTAVAIL = -EADDRNOTAVAIL, /**< the address is not this host's */
+  RMX_EHOSTUNREACH = -EHOSTUNREACH,   /**< no route to the host */
+  RMX_ENETUNREACH = -ENETUNREACH,     /**< the network (or the RDMA port) is unreachable */
+  RMX_ENOENT = -ENOENT,         /**< no such entry (an unknown id) */
+  RMX_EIO = -EIO,               /**< a transport or device error without a closer code */
+  RMX_EVERSION = -4001,         /**< the peer speaks another rmx protocol version */
+  RMX_ENORESOLVE = -4002,       /**< the host name did not resolve */
+  RMX_EMEMLOCK = -4003,         /**< memory could not be pinned: the locked-memory limit
+                                     (ulimit -l) is too low */
+  RMX_EUNKNOWN = -4004,         /**< an error rmx cannot name */
+  RMX_ENOHANDLER = -4005,       /**< the peer has no RPC handler for that id */
 } rmx_err_t;
 
 /** @brief Human-readable message for an error code (never NULL). */
@@ -162,141 +162,7 @@ typedef struct rmx_conn_cbs {
 /* ------------------------------------------------------------------ */
 /**@{*/
 
-/** Log levels for @c RMX_LOG. */
-typedef enum {
-  RMX_LOG_NONE = 0, RMX_LOG_ERROR, RMX_LOG_WARN, RMX_LOG_INFO, RMX_LOG_DEBUG, RMX_LOG_TRACE
-} rmx_log_level_t;
-
-/**
- * Where rmx's log lines go (see rmx_log_set_handler()): @p line is one
- * line without its newline, valid during the call only. It runs on the
- * thread that logs (a context's loop thread, or the thread calling an
- * rmx function), possibly on several threads at once, and must not call
- * into rmx.
- */
-typedef void (*rmx_log_fn)(rmx_log_level_t level, const char *line, void *arg);
-
-/**
- * @brief Send rmx's log lines to @p fn instead of stderr, for the whole
- * process (NULL: back to stderr, "rmx LEVEL: line"). Each context still
- * filters by its own @c log_level. Set it before creating contexts; a
- * line being logged while it changes goes to either place.
- */
-RMX_API void rmx_log_set_handler(rmx_log_fn fn, void *arg);
-
-/** How completions are found. */
-typedef enum {
-  RMX_PROGRESS_EVENT = 0, /**< sleep on completion channels (default) */
-  RMX_PROGRESS_POLL = 1   /**< busy-poll every loop iteration */
-} rmx_progress_t;
-
-/**
- * Context configuration. Fill it with rmx_config_init(), then change fields.
- * New fields are only ever appended (see @c size).
- */
-typedef struct rmx_config {
-  /**
-   * sizeof(rmx_config_t) as the caller was compiled, set by
-   * rmx_config_init(). Fields are only ever appended: a newer library
-   * gives the fields a caller's older header lacks their defaults, and
-   * refuses (@ref RMX_EINVAL) a size it cannot know. Always start from
-   * rmx_config_init(), never from a zeroed struct.
-   */
-  uint32_t size;
-  uint32_t eager_size;     /**< bytes per eager receive buffer, header included (RMX_EAGER_SIZE, 8192) */
-  uint32_t rx_depth;       /**< receive buffers per connection = initial credits (RMX_RX_DEPTH, 64) */
-  uint64_t max_msg_size;   /**< largest message accepted or sent (RMX_MAX_MSG_SIZE, 64 MiB) */
-  uint32_t rndv_depth;     /**< large messages fetched at once per connection (RMX_RNDV_DEPTH, 4) */
-  uint32_t connect_timeout_ms; /**< connect and handshake limit (RMX_CONNECT_TIMEOUT_MS, 10000) */
-  uint32_t rpc_max_inflight;   /**< RPCs outstanding per connection, each way (RMX_RPC_MAX, 1024) */
-  uint32_t rnr_retry;          /**< RDMA receiver-not-ready retries, 0..7, 7 = forever (RMX_RNR_RETRY, 7).
-                                    Flow control makes them unnecessary: 0 turns any into an error. */
-  rmx_log_level_t log_level;   /**< RMX_LOG=none|error|warn|info|debug|trace (warn) */
-  rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll (event) */
-  char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE) */
-  uint32_t close_timeout_ms;   /**< how long an orderly close may wait for the peer before the
-                                    connection is cut and what is outstanding fails
-                                    (RMX_CLOSE_TIMEOUT_MS, 5000) */
-  uint32_t max_conns;          /**< connections a listener keeps at once; more are refused with
-                                    @ref RMX_ECONNREFUSED (RMX_MAX_CONNS, 1024) */
-  uint32_t max_handshakes;     /**< connections a listener has in their handshake at once; more
-                                    are dropped (RMX_MAX_HANDSHAKES, 128) */
-  uint32_t rma_window;         /**< remote read, write and atomic requests a peer may have
-                                    outstanding here at once (TCP; RMX_RMA_WINDOW, 64) */
-  /**
-   * Shared secret for peer authentication, a NUL-terminated string of 1 to
-   * 127 bytes; empty (the default): no authentication. rmx_config_init()
-   * fills it from the file named by @c RMX_AUTH_SECRET_FILE: its first line
-   * (the bytes before the first newline). With a secret, every connection of
-   * the context, both ways, proves in its handshake that the peer holds the
-   * same secret (docs/protocol.md); the secret itself never goes on the
-   * wire. A peer that fails, or that does not authenticate, is refused with
-   * @ref RMX_EACCES before any message or memory key is exchanged: the
-   * connecting side's @c on_connected reports it, an accepting side logs it
-   * and never calls @c on_accept. Use a random secret (32 bytes or more): a
-   * recorded handshake lets an eavesdropper test guesses offline.
-   * rmx_ctx_create() keeps only a key derived from it; the caller may wipe
-   * this field afterwards.
-   */
-  char auth_secret[128];
-  /**
-   * Liveness: on a connection that has sent nothing for this long, a
-   * keepalive frame goes out, and the peer's silence and credit stalls are
-   * checked this often (RMX_KEEPALIVE_MS, 1000). 0 turns this side's
-   * checks off: the peer is never declared lost for silence (this side
-   * still sends the keepalives a peer's own limit asks for).
-   */
-  uint32_t keepalive_ms;
-  /**
-   * A peer from which nothing has arrived for this long is declared lost:
-   * @c on_disconnect gets @ref RMX_ETIMEDOUT and everything outstanding
-   * fails. The same limit ends a connection whose messages have waited
-   * this long for credits the peer does not return (RMX_KEEPALIVE_TIMEOUT_MS,
-   * 10000; at least 100 and at least @c keepalive_ms). A loss is detected
-   * within this limit plus one @c keepalive_ms. See docs/reliability.md.
-   */
-  uint32_t keepalive_timeout_ms;
-  /**
-   * RDMA reliable-connection local ACK timeout in ms (RMX_RC_TIMEOUT_MS, 500):
-   * how long a queue pair waits for the peer's acknowledgement before it
-   * sends again. Devices take 4.096 us * 2^t; rmx uses the smallest t in
-   * 1..31 that is at least this long (500 ms gives t = 17, 537 ms). While
-   * anything is outstanding, a lost peer, link or host is detected within
-   * about that rounded timeout * (rc_retry + 1): 537 ms * 6 = 3.2 s by
-   * default, as @ref RMX_ETIMEDOUT (keepalives cover idle connections).
-   * Each side sets its own queue pair's timeout.
-   */
-  uint32_t rc_timeout_ms;
-  /**
-   * Times a queue pair resends an unacknowledged request before the
-   * connection fails with @ref RMX_ETIMEDOUT, 0..6 (RMX_RC_RETRY, 5). The
-   * device's 7 means "forever", which would never detect a lost host, so it
-   * is refused. The connecting side's value is the connection's: the RDMA
-   * connection manager carries it in the request and the accepting side's
-   * queue pair takes it from there.
-   */
-  uint32_t rc_retry;
-  /**
-   * The registration cache (RMX_REGCACHE=0|1, 1): transfers from memory
-   * rmx registered before reuse that registration. 0: each transfer
-   * registers and deregisters (docs/one-sided.md says what the cache
-   * needs from the process). Builds without RMX_MEMHOOKS have no cache.
-   */
-  uint32_t regcache;
-} rmx_config_t;
-
-/**
- * @brief Fill @p cfg with defaults, then apply @c RMX_* environment overrides.
- *
- * An @c RMX_ variable that names no setting is logged as a warning (once
- * per process), with the setting it most resembles; variables under
- * @c RMX_TEST_ belong to rmx's test programs and are left alone.
- * @return 0, or @ref RMX_EINVAL when an environment value does not parse, or
- *         the file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty,
- *         or its first line is longer than 127 bytes or holds a NUL byte
- *         (the message names the variable).
- */
-RMX_API int rmx_config_init(rmx_config_t *cfg);
+#include <rmx/rmx_config.h> /* rmx_config_t, logging */
 
 /**
  * @brief Create a context.
@@ -356,7 +222,7 @@ RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
  * - private loop, called from a callback: rmx_ctx_run() finishes the job
  *   and returns; if the application runs the private loop itself
  *   (uv_run on rmx_ctx_loop()), destroy from a callback is refused with
- *   @ref RMX_EBUSY: call it once uv_run has returned;
+ *   @ref RMX_EBUSY; call it once uv_run has returned;
  * - the caller's loop: it returns at once; the remaining callbacks
  *   (on_closed) run as the caller keeps running the loop, and the context
  *   frees itself when its last handle closes (uv_run then returns if
@@ -403,7 +269,7 @@ typedef struct rmx_device_info {
   int index;            /**< its position in the list */
   int nports;           /**< entries of @c ports filled: the first RMX_DEV_MAX_PORTS ports that
                              could be queried */
-  rmx_port_info_t ports[RMX_DEV_MAX_PORTS];
+  rmx_port_info_t ports[RMX_DEV_MAX_PORTS]; /**< its ports, from port 1 */
   uint32_t max_inline;  /**< bytes a queue pair of rmx sends inline on it (small frames from
                              unregistered memory); 0 if unknown */
   uint64_t max_mr_size; /**< largest memory registration in bytes; 0 when the device could not
@@ -461,7 +327,12 @@ RMX_API void rmx_listener_close(rmx_listener_t *l);
 
 /**
  * @brief Open a connection. The host name resolves asynchronously.
- * @param on_connected  runs once: 0, or @ref RMX_ECONNREFUSED,
+ * @param ctx  the context it belongs to
+ * @param uri  "tcp://HOST:PORT", "rdma://HOST:PORT" or "auto://HOST:PORT"
+ *        (RDMA where a device serves the route, else TCP); IPv6 in brackets
+ * @param arg  passed to @p on_connected (rmx_conn_set_cbs() sets the
+ *        argument of the other callbacks)
+ * @param on_connected  runs once, from the loop, never inside this call: 0, or @ref RMX_ECONNREFUSED,
  *        @ref RMX_ETIMEDOUT, @ref RMX_ENORESOLVE, @ref RMX_EVERSION,
  *        @ref RMX_EPROTO, @ref RMX_EACCES (peer authentication failed:
  *        another secret, or only one side has one; see

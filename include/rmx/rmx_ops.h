@@ -60,6 +60,8 @@ RMX_API void rmx_mem_dereg(rmx_mem_t *m);
  * @brief Pack the registration's remote key into @p blob, to send to a peer
  * in any message. Register and pack after a connection exists on each
  * transport the key is meant for.
+ * @param m  a registration with remote access (rmx_mem_reg())
+ * @param[out] blob  where the key goes; its bytes are the caller's to send
  * @param[in,out] len  capacity of @p blob in, bytes used out
  * @return 0, @ref RMX_EINVAL (@p len too small, or no remote access),
  *         @ref RMX_ENOTCONN (no transport in use yet)
@@ -80,9 +82,9 @@ RMX_API void rmx_rkey_release(rmx_rkey_t *rk);
 /** A local buffer of a scatter-gather list. @c mem may be NULL: the
  *  registration cache then provides one. */
 typedef struct rmx_iov {
-  void *addr;
-  size_t len;
-  rmx_mem_t *mem;
+  void *addr;     /**< first byte; the caller's until the operation completes */
+  size_t len;     /**< bytes */
+  rmx_mem_t *mem; /**< a registration covering [addr, addr + len), or NULL */
 } rmx_iov_t;
 
 /** @brief A one-sided operation completed. */
@@ -164,7 +166,14 @@ RMX_API int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler handle
 /**
  * @brief Call RPC @p id on the peer. Small requests are copied; large ones
  * go zero-copy: @p req must stay valid until @p on_reply runs.
+ * @param c  an established connection
+ * @param id  the handler's id at the peer (rmx_rpc_register())
+ * @param req  the request's bytes, @p len of them (0 allowed)
+ * @param len  the request's length, at most max_msg_size
  * @param timeout_ms 0: no timeout
+ * @param on_reply  runs exactly once, from the loop, with the reply or the
+ *        reason there is none; the reply's bytes are valid during the call
+ * @param arg  passed to @p on_reply
  * @param[out] call  the call's id, for rmx_rpc_cancel(); may be NULL
  * @return 0, @ref RMX_EAGAIN (rpc_max_inflight calls outstanding),
  *         @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL, @ref RMX_ENOMEM,

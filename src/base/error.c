@@ -3,14 +3,44 @@
 #include <rmx/rmx.h>
 #include <uv.h>
 
+/* One case per code: -Wswitch (with -Werror) fails the build when a code
+ * has no name and sentence here. */
+#define CODES(X)                                                              \
+  X(EINVAL, "invalid argument")                                               \
+  X(ENOMEM, "out of memory")                                                  \
+  X(EAGAIN, "resource temporarily unavailable")                               \
+  X(EBUSY, "object still has open children")                                 \
+  X(EALREADY, "operation already in progress")                                \
+  X(ECANCELED, "operation canceled")                                          \
+  X(ECONNRESET, "connection lost")                                            \
+  X(ECONNREFUSED, "connection refused")                                       \
+  X(ENOTCONN, "connection is not established")                                \
+  X(EMSGSIZE, "message larger than the configured maximum")                   \
+  X(ETIMEDOUT, "timed out")                                                   \
+  X(EPROTO, "protocol error: malformed or unexpected frame")                  \
+  X(EACCES, "access denied")                                                  \
+  X(ENOTSUP, "operation not supported by this transport")                     \
+  X(ENODEV, "no usable RDMA device")                                          \
+  X(EADDRINUSE, "address already in use")                                     \
+  X(EADDRNOTAVAIL, "address not available")                                   \
+  X(EHOSTUNREACH, "no route to host")                                         \
+  X(ENETUNREACH, "network unreachable")                                       \
+  X(ENOENT, "no such entry")                                                  \
+  X(EIO, "I/O error")                                                         \
+  X(EVERSION, "peer speaks another rmx protocol version")                     \
+  X(ENORESOLVE, "host name did not resolve")                                  \
+  X(EMEMLOCK, "cannot pin memory: raise the locked-memory limit (ulimit -l)") \
+  X(EUNKNOWN, "unknown error")                                                \
+  X(ENOHANDLER, "no RPC handler registered for that id at the peer")
+
 const char *rmx_strerror(int err)
 {
   if (err == 0)
     return "success";
-  switch (err) {
-#define RMX_ERR_MSG_(name, val, msg) case (val): return msg;
-    RMX_ERRNO_MAP(RMX_ERR_MSG_)
-#undef RMX_ERR_MSG_
+  switch ((rmx_err_t)err) {
+#define MSG_(name, msg) case RMX_##name: return msg;
+    CODES(MSG_)
+#undef MSG_
   }
   return "unknown error";
 }
@@ -19,10 +49,10 @@ const char *rmx_err_name(int err)
 {
   if (err == 0)
     return "RMX_OK";
-  switch (err) {
-#define RMX_ERR_NAME_(name, val, msg) case (val): return "RMX_" #name;
-    RMX_ERRNO_MAP(RMX_ERR_NAME_)
-#undef RMX_ERR_NAME_
+  switch ((rmx_err_t)err) {
+#define NAME_(name, msg) case RMX_##name: return "RMX_" #name;
+    CODES(NAME_)
+#undef NAME_
   }
   return "RMX_EUNKNOWN";
 }

@@ -30,7 +30,7 @@ for f in librmx.a pkgconfig/rmx.pc cmake/rmx/rmxConfig.cmake cmake/rmx/rmxConfig
   [ -e "$lib/$f" ] || fail "$f not installed in $lib"
 done
 soname=$(readelf -d "$lib/librmx.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
-abi=$(sed -n 's/^#define RMX_ABI_VERSION \([0-9]*\)$/\1/p' "$prefix/include/rmx/rmx.h")
+abi=$(sed -n 's/^#define RMX_ABI_VERSION \([0-9]*\).*/\1/p' "$prefix/include/rmx/rmx.h")
 [ "$soname" = "librmx.so.$abi" ] || fail "SONAME is '$soname', not librmx.so.$abi"
 [ -e "$lib/$soname" ] || fail "no $soname link"
 # Only the API, and the registration cache's hooks, all under RMX_$abi.

@@ -1,0 +1,158 @@
+/**
+ * @file rmx_config.h
+ * @brief Configuration (rmx_config_t, its environment variables) and
+ * logging.
+ *
+ * Included by <rmx/rmx.h>; include that, not this file.
+ */
+#ifndef RMX_RMX_CONFIG_H
+#define RMX_RMX_CONFIG_H
+
+#ifndef RMX_RMX_H
+#error "include <rmx/rmx.h>, which includes this file"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Log levels for @c RMX_LOG. */
+typedef enum {
+  RMX_LOG_NONE = 0, RMX_LOG_ERROR, RMX_LOG_WARN, RMX_LOG_INFO, RMX_LOG_DEBUG, RMX_LOG_TRACE
+} rmx_log_level_t;
+
+/**
+ * Where rmx's log lines go (see rmx_log_set_handler()): @p line is one
+ * line without its newline, valid during the call only. It runs on the
+ * thread that logs (a context's loop thread, or the thread calling an
+ * rmx function), possibly on several threads at once, and must not call
+ * into rmx.
+ */
+typedef void (*rmx_log_fn)(rmx_log_level_t level, const char *line, void *arg);
+
+/**
+ * @brief Send rmx's log lines to @p fn instead of stderr, for the whole
+ * process (NULL: back to stderr, "rmx LEVEL: line"). Each context still
+ * filters by its own @c log_level. Set it before creating contexts; a
+ * line being logged while it changes goes to either place.
+ */
+RMX_API void rmx_log_set_handler(rmx_log_fn fn, void *arg);
+
+/** How completions are found. */
+typedef enum {
+  RMX_PROGRESS_EVENT = 0, /**< sleep on completion channels (default) */
+  RMX_PROGRESS_POLL = 1   /**< busy-poll every loop iteration */
+} rmx_progress_t;
+
+/**
+ * Context configuration. Fill it with rmx_config_init(), then change fields.
+ * New fields are only ever appended (see @c size).
+ */
+typedef struct rmx_config {
+  /**
+   * sizeof(rmx_config_t) as the caller was compiled, set by
+   * rmx_config_init(). Fields are only ever appended: a newer library
+   * gives the fields a caller's older header lacks their defaults, and
+   * refuses (@ref RMX_EINVAL) a size it cannot know. Always start from
+   * rmx_config_init(), never from a zeroed struct.
+   */
+  uint32_t size;
+  uint32_t eager_size;     /**< bytes per eager receive buffer, header included (RMX_EAGER_SIZE, 8192) */
+  uint32_t rx_depth;       /**< receive buffers per connection = initial credits (RMX_RX_DEPTH, 64) */
+  uint64_t max_msg_size;   /**< largest message accepted or sent (RMX_MAX_MSG_SIZE, 64 MiB) */
+  uint32_t rndv_depth;     /**< large messages fetched at once per connection (RMX_RNDV_DEPTH, 4) */
+  uint32_t connect_timeout_ms; /**< connect and handshake limit (RMX_CONNECT_TIMEOUT_MS, 10000) */
+  uint32_t rpc_max_inflight;   /**< RPCs outstanding per connection, each way (RMX_RPC_MAX, 1024) */
+  uint32_t rnr_retry;          /**< RDMA receiver-not-ready retries, 0..7, 7 = forever (RMX_RNR_RETRY, 7).
+                                    Flow control makes them unnecessary: 0 turns any into an error. */
+  rmx_log_level_t log_level;   /**< RMX_LOG=none|error|warn|info|debug|trace (warn) */
+  rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll (event) */
+  char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE) */
+  uint32_t close_timeout_ms;   /**< how long an orderly close may wait for the peer before the
+                                    connection is cut and what is outstanding fails
+                                    (RMX_CLOSE_TIMEOUT_MS, 5000) */
+  uint32_t max_conns;          /**< connections a listener keeps at once; more are refused with
+                                    @ref RMX_ECONNREFUSED (RMX_MAX_CONNS, 1024) */
+  uint32_t max_handshakes;     /**< connections a listener has in their handshake at once; more
+                                    are dropped (RMX_MAX_HANDSHAKES, 128) */
+  uint32_t rma_window;         /**< remote read, write and atomic requests a peer may have
+                                    outstanding here at once (TCP; RMX_RMA_WINDOW, 64) */
+  /**
+   * Shared secret for peer authentication, a NUL-terminated string of 1 to
+   * 127 bytes; empty (the default): no authentication. rmx_config_init()
+   * fills it from the file named by @c RMX_AUTH_SECRET_FILE: its first line
+   * (the bytes before the first newline). With a secret, every connection of
+   * the context, both ways, proves in its handshake that the peer holds the
+   * same secret (docs/protocol.md); the secret itself never goes on the
+   * wire. A peer that fails, or that does not authenticate, is refused with
+   * @ref RMX_EACCES before any message or memory key is exchanged: the
+   * connecting side's @c on_connected reports it, an accepting side logs it
+   * and never calls @c on_accept. Use a random secret (32 bytes or more): a
+   * recorded handshake lets an eavesdropper test guesses offline.
+   * rmx_ctx_create() keeps only a key derived from it; the caller may wipe
+   * this field afterwards.
+   */
+  char auth_secret[128];
+  /**
+   * Liveness: on a connection that has sent nothing for this long, a
+   * keepalive frame goes out, and the peer's silence and credit stalls are
+   * checked this often (RMX_KEEPALIVE_MS, 1000). 0 turns this side's
+   * checks off: the peer is never declared lost for silence (this side
+   * still sends the keepalives a peer's own limit asks for).
+   */
+  uint32_t keepalive_ms;
+  /**
+   * A peer from which nothing has arrived for this long is declared lost:
+   * @c on_disconnect gets @ref RMX_ETIMEDOUT and everything outstanding
+   * fails. The same limit ends a connection whose messages have waited
+   * this long for credits the peer does not return (RMX_KEEPALIVE_TIMEOUT_MS,
+   * 10000; at least 100 and at least @c keepalive_ms). A loss is detected
+   * within this limit plus one @c keepalive_ms. See docs/reliability.md.
+   */
+  uint32_t keepalive_timeout_ms;
+  /**
+   * RDMA reliable-connection local ACK timeout in ms (RMX_RC_TIMEOUT_MS, 500):
+   * how long a queue pair waits for the peer's acknowledgement before it
+   * sends again. Devices take 4.096 us * 2^t; rmx uses the smallest t in
+   * 1..31 that is at least this long (500 ms gives t = 17, 537 ms). While
+   * anything is outstanding, a lost peer, link or host is detected within
+   * about that rounded timeout * (rc_retry + 1): 537 ms * 6 = 3.2 s by
+   * default, as @ref RMX_ETIMEDOUT (keepalives cover idle connections).
+   * Each side sets its own queue pair's timeout.
+   */
+  uint32_t rc_timeout_ms;
+  /**
+   * Times a queue pair resends an unacknowledged request before the
+   * connection fails with @ref RMX_ETIMEDOUT, 0..6 (RMX_RC_RETRY, 5). The
+   * device's 7 means "forever", which would never detect a lost host, so it
+   * is refused. The connecting side's value is the connection's: the RDMA
+   * connection manager carries it in the request and the accepting side's
+   * queue pair takes it from there.
+   */
+  uint32_t rc_retry;
+  /**
+   * The registration cache (RMX_REGCACHE=0|1, 1): transfers from memory
+   * rmx registered before reuse that registration. 0: each transfer
+   * registers and deregisters (docs/one-sided.md says what the cache
+   * needs from the process). Builds without RMX_MEMHOOKS have no cache.
+   */
+  uint32_t regcache;
+} rmx_config_t;
+
+/**
+ * @brief Fill @p cfg with defaults, then apply @c RMX_* environment overrides.
+ *
+ * An @c RMX_ variable that names no setting is logged as a warning (once
+ * per process), with the setting it most resembles; variables under
+ * @c RMX_TEST_ belong to rmx's test programs and are left alone.
+ * @return 0, or @ref RMX_EINVAL when an environment value does not parse, or
+ *         the file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty,
+ *         or its first line is longer than 127 bytes or holds a NUL byte
+ *         (the message names the variable).
+ */
+RMX_API int rmx_config_init(rmx_config_t *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RMX_RMX_CONFIG_H */

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The API reference builds without a single Doxygen warning: every public
+# function, type, member, callback and error code documented, every
+# reference resolved (docs/Doxyfile).
+#   docs_check.sh SOURCE DOXYGEN
+set -euo pipefail
+src=$1 doxygen=$2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+(cd "$src" && RMX_DOCS_OUT=$out "$doxygen" docs/Doxyfile >/dev/null)
+[ -f "$out/html/index.html" ] || { echo "docs: no HTML was written" >&2; exit 1; }
+if [ -s "$out/warnings.log" ]; then
+  echo "docs: $(grep -c 'warning:' "$out/warnings.log") Doxygen warnings:" >&2
+  sed "s#$src/##" "$out/warnings.log" >&2
+  exit 1
+fi
+echo "docs: the API reference built with no warning ($(ls "$out/html" | wc -l) files)"
