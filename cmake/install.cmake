@@ -7,6 +7,9 @@ install(TARGETS rmx rmx_static EXPORT rmxTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/rmx DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET rmx_verbs) # the verbs transport, loaded by librmx.so from beside it
+  install(TARGETS rmx_verbs LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 if(TARGET rmx-info)
   # The tools find the library next to them wherever the prefix goes.
   set_target_properties(rmx-info rmx-echo rmx-perf PROPERTIES
@@ -33,5 +36,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/rmxConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/rmxConfig.cmake ${PROJECT_BINARY_DIR}/rmxConfigVersion.cmake
         DESTINATION ${RMX_CMAKE_DIR})
 
+# Relative to where rmx.pc lands, so an installed tree can move (and
+# cmake --install --prefix works).
+file(RELATIVE_PATH RMX_PC_UP ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 configure_file(${PROJECT_SOURCE_DIR}/cmake/rmx.pc.in ${PROJECT_BINARY_DIR}/rmx.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/rmx.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

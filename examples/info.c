@@ -60,10 +60,12 @@ int main(void)
   rmx_config_t cfg;
   struct rlimit rl;
 
-  printf("rmx %d.%d\n\n", RMX_VERSION_MAJOR, RMX_VERSION_MINOR);
-  int usable = list_devices();
-  printf("\nTransports:\n  tcp://   usable\n  rdma://  %s\n  auto://  %s\n",
-         usable ? "usable" : "not usable here: no active RDMA port",
+  printf("rmx %s (header %d.%d.%d)\n\n", rmx_version_string(), RMX_VERSION_MAJOR,
+         RMX_VERSION_MINOR, RMX_VERSION_PATCH);
+  const char *why = NULL;
+  int usable = rmx_transport_available("rdma", &why) == 0 ? list_devices() : 0;
+  printf("\nTransports:\n  tcp://   usable\n  rdma://  %s%s\n  auto://  %s\n",
+         usable ? "usable" : "not usable here: ", usable ? "" : why ? why : "no active RDMA port",
          usable ? "rdma where a device routes to the peer" : "tcp");
   if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
     if (rl.rlim_cur == RLIM_INFINITY)

@@ -1,28 +1,94 @@
+/*
+ * The transport registry. TCP is always built in. The verbs transport is
+ * either built in (the static library: RMX_VERBS_BUILTIN), or a module the
+ * shared library loads the first time a context or rmx_device_list needs
+ * it (RMX_VERBS_MODULE): librmx-verbs.so.ABI from librmx's own directory,
+ * else from the loader's search path. So a program that only uses tcp://
+ * starts and runs where rdma-core is not installed; rdma:// then says why
+ * it cannot be used (RMX_ENOTSUP, and rmx_transport_available()).
+ */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+
+#ifdef RMX_VERBS_MODULE
+#include <dlfcn.h>
+#include <libgen.h>
+#include <unistd.h>
+#endif
 
 #include "registry.h"
 
 extern const rmx_tp_ops_t rmx_tcp_ops;
-#ifdef RMX_HAVE_VERBS
+#ifdef RMX_VERBS_BUILTIN
 extern const rmx_tp_ops_t rmx_verbs_ops;
 #endif
 
-static const struct {
+enum { SLOT_TCP, SLOT_RDMA };
+
+static struct {
   const char *scheme;
-  const rmx_tp_ops_t *ops; /* NULL: not in this build */
-  const char *absent;      /* why, when not */
+  const rmx_tp_ops_t *ops; /* NULL: not available (absent says why) */
+  const char *absent;
   int auto_rank;           /* auto:// tries lower ranks first */
 } registry[RMX_TP_COUNT] = {
-  {"tcp", &rmx_tcp_ops, NULL, 1},
-#ifdef RMX_HAVE_VERBS
-  {"rdma", &rmx_verbs_ops, NULL, 0},
+  [SLOT_TCP] = {"tcp", &rmx_tcp_ops, NULL, 1},
+#ifdef RMX_VERBS_BUILTIN
+  [SLOT_RDMA] = {"rdma", &rmx_verbs_ops, NULL, 0},
 #else
-  {"rdma", NULL, "rmx was built without rdma-core", 0},
+  [SLOT_RDMA] = {"rdma", NULL, "rmx was built without rdma-core", 0},
 #endif
 };
 
+#ifdef RMX_VERBS_MODULE
+#define MODULE_NAME "librmx-verbs.so." RMX_ABI_VERSION_STR
+static char load_error[512];
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+/* The module beside librmx (a build tree, or a prefix moved as a whole);
+ * only when there is none there, the loader's search path. */
+static void *open_module(void)
+{
+  Dl_info self;
+  char path[4096], beside[4200];
+  if (dladdr((void *)rmx__tp_ops, &self) && self.dli_fname &&
+      snprintf(path, sizeof(path), "%s", self.dli_fname) < (int)sizeof(path)) {
+    snprintf(beside, sizeof(beside), "%s/%s", dirname(path), MODULE_NAME);
+    if (access(beside, F_OK) == 0)
+      return dlopen(beside, RTLD_NOW | RTLD_LOCAL);
+  }
+  return dlopen(MODULE_NAME, RTLD_NOW | RTLD_LOCAL);
+}
+
+static void load_verbs(void)
+{
+  void *h = open_module();
+  const rmx_tp_ops_t *ops = h ? dlsym(h, "rmx_verbs_ops") : NULL;
+  if (ops) {
+    registry[SLOT_RDMA].ops = ops; /* the module stays loaded for good */
+    registry[SLOT_RDMA].absent = NULL;
+    return;
+  }
+  /* dlerror names the library that is missing (libibverbs.so.1, say). */
+  const char *err = dlerror();
+  snprintf(load_error, sizeof(load_error), "the RDMA transport could not be loaded: %s",
+           err ? err : MODULE_NAME " has no rmx_verbs_ops");
+  registry[SLOT_RDMA].absent = load_error;
+  if (h)
+    dlclose(h);
+}
+#endif
+
+static void load(void)
+{
+#ifdef RMX_VERBS_MODULE
+  pthread_once(&load_once, load_verbs);
+#endif
+}
+
 int rmx__tp_lookup(const char *scheme, int *slot, const char **why)
 {
+  load();
   for (int i = 0; i < RMX_TP_COUNT; i++) {
     if (strcmp(registry[i].scheme, scheme) != 0)
       continue;
@@ -39,6 +105,7 @@ int rmx__tp_lookup(const char *scheme, int *slot, const char **why)
 int rmx__tp_auto(int slots[RMX_TP_COUNT])
 {
   int n = 0;
+  load();
   for (int rank = 0; rank < RMX_TP_COUNT; rank++)
     for (int i = 0; i < RMX_TP_COUNT; i++)
       if (registry[i].ops && registry[i].auto_rank == rank)
@@ -46,4 +113,20 @@ int rmx__tp_auto(int slots[RMX_TP_COUNT])
   return n;
 }
 
-const rmx_tp_ops_t *rmx__tp_ops(int slot) { return registry[slot].ops; }
+const rmx_tp_ops_t *rmx__tp_ops(int slot)
+{
+  load();
+  return registry[slot].ops;
+}
+
+int rmx_transport_available(const char *scheme, const char **why)
+{
+  int slot;
+  const char *reason = NULL;
+  if (!scheme)
+    return RMX_EINVAL;
+  int rc = rmx__tp_lookup(scheme, &slot, &reason);
+  if (why)
+    *why = rc == RMX_ENOTSUP ? reason : rc ? "no transport has that scheme" : NULL;
+  return rc;
+}

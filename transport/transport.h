@@ -133,6 +133,9 @@ typedef struct rmx_tp_env {
   struct uv_loop_s *loop;   /* the context's loop: every event comes from it */
   const rmx_config_t *cfg;  /* read only: timeouts, limits (copy it) */
   rmx_log_level_t log_level; /* the context's, for RMX_TP_LOG */
+  /* The core's logger: a transport built as a module has no other way to
+   * the application's log handler. */
+  void (*log)(rmx_log_level_t lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
   /* An event for the connection whose owner was given to connect/accept. */
   void (*event)(void *conn_owner, const rmx_tp_ev_t *ev);
   /* A peer asks to connect to the listener of listener_owner and presented
@@ -141,8 +144,15 @@ typedef struct rmx_tp_env {
   void (*incoming)(void *listener_owner, rmx_tp_conn_t *tc, const void *hello, size_t len);
 } rmx_tp_env_t;
 
-/* Log through the base logger at the context's level. */
-#define RMX_TP_LOG(env, lvl, ...) RMX_LOG_AT((env)->log_level, lvl, __VA_ARGS__)
+/* Log through the core's logger at the context's level. */
+#define RMX_TP_LOG(env, lvl, ...)                    \
+  do {                                               \
+    if ((int)(env)->log_level >= (int)RMX_LOG_##lvl) \
+      (env)->log(RMX_LOG_##lvl, __VA_ARGS__);        \
+  } while (0)
+
+/* The ops table a transport module exports (dlsym finds it by name). */
+#define RMX_TP_EXPORT __attribute__((visibility("default")))
 
 /* Transport traits. */
 enum {

@@ -279,6 +279,17 @@ typedef struct rmx_device_info {
 } rmx_device_info_t;
 
 /**
+ * @brief Whether a URI scheme ("tcp", "rdma") can be used in this process.
+ * @param scheme  the scheme, without "://"
+ * @param[out] why  when it cannot: a sentence saying why (rdma-core not
+ *        installed, rmx built without it), valid for the process's life;
+ *        may be NULL
+ * @return 0, @ref RMX_ENOTSUP (known scheme, not available here), or
+ *         @ref RMX_EINVAL (no transport has that scheme)
+ */
+RMX_API int rmx_transport_available(const char *scheme, const char **why);
+
+/**
  * @brief List the host's RDMA devices with their ports. Needs no context;
  * may block briefly while it opens each device.
  * @param[out] out  a malloc'ed array of @p *n devices (NULL when there is

@@ -190,9 +190,24 @@ case $mode in
   server) server "$3" ;;
   client) client "$3" ;;
   run)
+    # The 6.1 kernel's SoftRoCE can crash the emulated host when queue
+    # pairs are destroyed with frames still queued after a fault
+    # (rxe_skb_tx_dtor). That is the bed's kernel, not rmx: such a run is
+    # shown, then the scenario runs once more on a fresh pair, and a
+    # second crash fails.
     returns=()
     [ "$3" = reconnect ] && returns=(--a-returns)
-    exec "$here/../vm/two-hosts" --timeout "${TWOHOST_TIMEOUT:-540}" "${returns[@]}" \
-      --a "$here/twohost.sh server $bin $3" --b "$here/twohost.sh client $bin $3" ;;
+    out=$(mktemp)
+    trap 'rm -f "$out"' EXIT
+    for try in 1 2; do
+      "$here/../vm/two-hosts" --timeout "${TWOHOST_TIMEOUT:-540}" "${returns[@]}" \
+        --a "$here/twohost.sh server $bin $3" --b "$here/twohost.sh client $bin $3" 2>&1 |
+        tee "$out"
+      rc=${PIPESTATUS[0]}
+      [ "$rc" = 0 ] && exit 0
+      grep -qE '^[AB][0-9]*\| .*RIP: [0-9]+:rxe_' "$out" || exit "$rc"
+      echo "twohost: the emulated kernel crashed in SoftRoCE (above); try $try of 2"
+    done
+    exit 1 ;;
   *) echo "usage: twohost.sh server|client|run BINDIR [SCENARIO]" >&2; exit 2 ;;
 esac
