@@ -10,16 +10,24 @@
 /* scheme://host[:port], scheme lower-case letters and digits (which schemes
  * exist is the transport registry's business), host a name, an IPv4
  * literal or [IPv6]. */
+static int bad(rmx__uri_t *u, const char *why)
+{
+  u->why = why;
+  return RMX_EINVAL;
+}
+
 int rmx__uri_parse(const char *uri, rmx__uri_t *u)
 {
   if (!uri)
-    return RMX_EINVAL;
+    return bad(u, "no URI");
   const char *sep = strstr(uri, "://");
   if (!sep)
-    return RMX_EINVAL;
+    return bad(u, "no \"://\" after the scheme");
   size_t slen = (size_t)(sep - uri);
-  if (slen == 0 || slen >= sizeof(u->scheme) || strspn(uri, "abcdefghijklmnopqrstuvwxyz0123456789") != slen)
-    return RMX_EINVAL;
+  if (slen == 0)
+    return bad(u, "no scheme before \"://\"");
+  if (slen >= sizeof(u->scheme) || strspn(uri, "abcdefghijklmnopqrstuvwxyz0123456789") != slen)
+    return bad(u, "the scheme is not lower-case letters and digits (at most 15)");
   memcpy(u->scheme, uri, slen);
   u->scheme[slen] = '\0';
 
@@ -27,7 +35,7 @@ int rmx__uri_parse(const char *uri, rmx__uri_t *u)
   if (*h == '[') {
     hend = strchr(h, ']');
     if (!hend)
-      return RMX_EINVAL;
+      return bad(u, "an IPv6 address without its closing ']'");
     h++;
     rest = hend + 1;
   } else {
@@ -35,26 +43,31 @@ int rmx__uri_parse(const char *uri, rmx__uri_t *u)
     rest = hend;
   }
   size_t hlen = (size_t)(hend - h);
-  if (hlen == 0 || hlen >= sizeof(u->host))
-    return RMX_EINVAL;
+  if (hlen == 0)
+    return bad(u, "no host");
+  if (hlen >= sizeof(u->host))
+    return bad(u, "the host is longer than 255 bytes");
   memcpy(u->host, h, hlen);
   u->host[hlen] = '\0';
   if (sep[3] != '[' && memchr(u->host, ']', hlen))
-    return RMX_EINVAL;
+    return bad(u, "a ']' in the host without its '['");
 
   const char *port = RMX_DEFAULT_PORT;
   size_t plen = strlen(port);
   if (*rest == ':') {
     port = rest + 1;
     plen = strspn(port, "0123456789");
-    if (plen == 0 || plen > 5 || port[plen] != '\0')
-      return RMX_EINVAL;
-    if (strtoul(port, NULL, 10) > 65535)
-      return RMX_EINVAL;
+    if (plen > 0 && port[plen] == '/')
+      return bad(u, "a path after the port: rmx URIs end at the port");
+    if (plen == 0 || port[plen] != '\0')
+      return bad(u, "the port is not a number");
+    if (plen > 5 || strtoul(port, NULL, 10) > 65535)
+      return bad(u, "the port is over 65535");
   } else if (*rest != '\0') {
-    return RMX_EINVAL;
+    return bad(u, "something after the host that is not \":PORT\"");
   }
   memcpy(u->port, port, plen);
   u->port[plen] = '\0';
+  u->why = NULL;
   return 0;
 }

@@ -95,7 +95,8 @@ static int uri_open(rmx_ctx_t *ctx, const char *uri, rmx__uri_t *u, int *tpi)
 {
   int rc = rmx__uri_parse(uri, u);
   if (rc) {
-    RMX_LOG(ctx, ERROR, "'%s' is not a valid URI (scheme://host:port)", uri ? uri : "(null)");
+    RMX_LOG(ctx, ERROR, "'%s' is not a valid URI (scheme://host[:port]): %s",
+            uri ? uri : "(null)", u->why);
     return rc;
   }
   return ctx_tp(ctx, u->scheme, tpi);

@@ -198,7 +198,10 @@ static void conn_finish(rmx_conn_t *c)
   close_unwatch(c);
   if (!c->reported) {
     c->reported = 1;
-    if (c->on_connected) /* an active connect that never got through */
+    if (c->on_connected && !c->user_closed) /* an active connect that never got through */
+      RMX_LOG(c->ctx, WARN, "%s peer %s (connection %p): connect failed: %s", c->ops->name,
+              c->peer, (void *)c, rmx_strerror(op_status));
+    if (c->on_connected)
       c->on_connected(c, c->user_closed ? RMX_ECANCELED : op_status, c->connect_arg);
   } else if (c->was_established && !c->user_closed && c->cbs.on_disconnect) {
     c->cbs.on_disconnect(c, c->err, c->cbs_arg);

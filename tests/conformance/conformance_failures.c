@@ -15,6 +15,14 @@
 
 #include "conformance.h"
 
+static char logged[512];
+
+static void keep_line(rmx_log_level_t level, const char *line, void *arg)
+{
+  if (strstr(line, "connect failed"))
+    snprintf(logged, sizeof(logged), "%s", line);
+}
+
 void connect_to_closed_port_fails(void **state)
 {
   rmx_ctx_t *ctx = ctx_new(0);
@@ -22,9 +30,17 @@ void connect_to_closed_port_fails(void **state)
   client_t cl;
   server_start(ctx, &s, 0);
   server_unlisten(ctx, &s); /* nobody listens there any more */
+  logged[0] = '\0';
+  rmx_log_set_handler(keep_line, NULL);
   client_connect(ctx, &cl, s.uri);
   run_until(ctx, &cl.connected, 1);
+  rmx_log_set_handler(NULL, NULL);
   assert_int_equal(cl.connect_status, RMX_ECONNREFUSED);
+  /* the log line names the address: "PORT (connection" after "HOST:" */
+  char addr_port[160];
+  snprintf(addr_port, sizeof(addr_port), "%s (connection", strstr(s.uri, "://") + 3);
+  if (!strstr(logged, addr_port))
+    fail_msg("the refusal's log line does not name %s: '%s'", s.uri, logged);
   assert_int_equal(rmx_send(cl.c, "x", 1, cl_sent, &cl), RMX_ENOTCONN);
   client_close(ctx, &cl);
   assert_int_equal(cl.connected, 1);

@@ -48,6 +48,35 @@ static void rejects_invalid(void **state)
   char longhost[400] = "tcp://";
   memset(longhost + 6, 'a', 300);
   assert_int_equal(rmx__uri_parse(longhost, &u), RMX_EINVAL);
+  assert_string_equal(u.why, "the host is longer than 255 bytes");
+}
+
+/* A refusal says which part is wrong. */
+static void says_which_part(void **state)
+{
+  static const struct {
+    const char *uri, *why;
+  } cases[] = {
+    {"127.0.0.1:7471", "no \"://\" after the scheme"},
+    {"://h:1", "no scheme before \"://\""},
+    {"TCP://h:1", "the scheme is not lower-case letters and digits (at most 15)"},
+    {"tcp://:7471", "no host"},
+    {"tcp://[::1", "an IPv6 address without its closing ']'"},
+    {"tcp://h]:1", "a ']' in the host without its '['"},
+    {"tcp://h:", "the port is not a number"},
+    {"tcp://h:12a", "the port is not a number"},
+    {"tcp://h:99999", "the port is over 65535"},
+    {"tcp://h:1/path", "a path after the port: rmx URIs end at the port"},
+    {"tcp://h/path", "something after the host that is not \":PORT\""},
+  };
+  rmx__uri_t u;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    assert_int_equal(rmx__uri_parse(cases[i].uri, &u), RMX_EINVAL);
+    if (strcmp(u.why, cases[i].why) != 0)
+      fail_msg("'%s': \"%s\", not \"%s\"", cases[i].uri, u.why, cases[i].why);
+  }
+  assert_int_equal(rmx__uri_parse("tcp://h:1", &u), 0);
+  assert_null(u.why);
 }
 
 /* Which schemes exist is the registry's: the URI only has to be well formed. */
@@ -86,6 +115,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(parses_valid),
     cmocka_unit_test(rejects_invalid),
+    cmocka_unit_test(says_which_part),
     cmocka_unit_test(schemes_come_from_the_registry),
     cmocka_unit_test(errors_have_names),
   };
