@@ -29,23 +29,24 @@ static double now_us(void)
 
 static void echo_sent(rmx_conn_t *c, int status, void *arg)
 {
-  free(arg); /* the copy made for a large message, or NULL */
   if (status && status != RMX_ECANCELED && status != RMX_ECONNRESET)
     fprintf(stderr, "rmx-echo: echo failed: %s\n", rmx_strerror(status));
 }
 
 static void server_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
 {
-  /* Received data lives only during this callback; a large reply is sent
-   * zero-copy, so it needs a copy that outlives the send. */
-  void *copy = len > 4096 ? malloc(len) : NULL;
-  if (copy)
-    memcpy(copy, data, len);
-  int rc = rmx_send(c, copy ? copy : data, len, echo_sent, copy);
-  if (rc) {
-    fprintf(stderr, "rmx-echo: cannot echo %zu bytes: %s\n", len, rmx_strerror(rc));
-    free(copy);
+  /* Received data lives only during this callback, and whether a send is
+   * copied or goes zero-copy depends on the eager size: the reply goes
+   * from a pool buffer, which rmx owns until it is sent. */
+  rmx_buf_t *b;
+  int rc = rmx_buf_get(ctx, len ? len : 1, &b);
+  if (rc == 0) {
+    memcpy(rmx_buf_data(b), data, len);
+    if ((rc = rmx_send_buf(c, b, len, echo_sent, NULL)) != 0)
+      rmx_buf_put(b);
   }
+  if (rc)
+    fprintf(stderr, "rmx-echo: cannot echo %zu bytes: %s\n", len, rmx_strerror(rc));
 }
 
 static void server_closed(rmx_conn_t *c, void *arg) { (void)c, (void)arg; }

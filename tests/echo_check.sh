@@ -19,3 +19,16 @@ kill -TERM "$srv"
 wait "$srv"
 cat "$out"
 [ "$(grep -c 'closed (by the peer)' "$out")" = 4 ]
+
+# A small eager size on both sides: echoes just above it go by rendezvous,
+# so the server must not send from its receive memory after on_recv.
+RMX_EAGER_SIZE=256 "$bin/rmx-echo" server "$scheme://$addr:0" >"$out" &
+srv=$!
+for _ in $(seq 300); do grep -q listening "$out" && break; sleep 0.1; done
+uri=$(sed -n 's/^server: listening on //p' "$out")
+[ -n "$uri" ] || { echo "echo_check: the eager-256 server did not start"; exit 1; }
+for size in 200 300 1000 4096 5000; do
+  RMX_EAGER_SIZE=256 "$bin/rmx-echo" client "$uri" 50 "$size"
+done
+kill -TERM "$srv"
+wait "$srv"
