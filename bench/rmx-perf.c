@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "tool.h"
+
 #define WINDOW 64
 #define TAG_LAT 'L'
 #define TAG_BW 'B'
@@ -163,33 +165,43 @@ static int cmp(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
+static const char usage[] =
+    "usage: rmx-perf server URI\n"
+    "       rmx-perf lat URI SIZE ITERS   ping-pong latency of SIZE-byte messages\n"
+    "       rmx-perf bw URI SIZE ITERS    one-way bandwidth of SIZE-byte messages\n";
+
 int main(int argc, char **argv)
 {
-  if (argc < 3) {
-    fprintf(stderr, "usage: rmx-perf server URI | lat URI SIZE ITERS | bw URI SIZE ITERS\n");
-    return 2;
-  }
+  int first = tool_options(argc, argv, usage), n = argc - first;
+  char **op = argv + first;
+  int server = n >= 1 && strcmp(op[0], "server") == 0;
+  if (n < 1 || (!server && strcmp(op[0], "lat") && strcmp(op[0], "bw")))
+    tool_bad("server, lat or bw");
+  if (server ? n != 2 : n != 4)
+    tool_bad(server ? "server takes a URI" : "%s takes a URI, a SIZE and ITERS", op[0]);
+  size_t size = server ? 0 : (size_t)tool_num("SIZE", op[2], 1, 1ull << 40);
+  long iters = server ? 0 : (long)tool_num("ITERS", op[3], 1, 1000000000);
   if (rmx_ctx_create(&ctx, NULL, NULL))
     return 1;
-  if (strcmp(argv[1], "server") == 0) {
+  if (server) {
     rmx_listener_t *l;
     char u[128];
-    if (rmx_listen(ctx, argv[2], srv_accept, NULL, &l) || rmx_listener_uri(l, u, sizeof(u)))
+    if (rmx_listen(ctx, op[1], srv_accept, NULL, &l) || rmx_listener_uri(l, u, sizeof(u)))
       return 1;
     printf("listening on %s\n", u);
     fflush(stdout);
     rmx_ctx_run(ctx);
     return 0;
   }
-  if (argc < 5)
-    return 2;
-  cli_t k = {.mode = strcmp(argv[1], "bw") == 0 ? TAG_BW : TAG_LAT,
-             .size = strtoull(argv[3], NULL, 0), .iters = atol(argv[4])};
-  k.msg = calloc(1, k.size ? k.size : 1);
-  if (k.size)
-    k.msg[0] = (uint8_t)k.mode;
+  cli_t k = {.mode = strcmp(op[0], "bw") == 0 ? TAG_BW : TAG_LAT, .size = size, .iters = iters};
+  k.msg = calloc(1, k.size);
   k.lat = calloc((size_t)k.iters, sizeof(double));
-  if (rmx_connect(ctx, argv[2], cli_connected, &k, &k.c))
+  if (!k.msg || !k.lat) {
+    fprintf(stderr, "rmx-perf: no memory for %ld iterations of %zu bytes\n", iters, size);
+    return 1;
+  }
+  k.msg[0] = (uint8_t)k.mode;
+  if (rmx_connect(ctx, op[1], cli_connected, &k, &k.c))
     return 1;
   rmx_ctx_run(ctx);
   if (k.failed)

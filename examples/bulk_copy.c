@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tool.h"
+
 #define PIECE (4u << 20)
 #define INFLIGHT 8
 
@@ -285,15 +287,21 @@ static int fetch(const char *uri, const char *path)
   return failed;
 }
 
+static const char usage[] =
+    "usage: rmx-bulk-copy serve URI FILE     offer FILE to one client, zero-copy\n"
+    "       rmx-bulk-copy fetch URI OUTFILE  copy the served file into OUTFILE\n";
+
 int main(int argc, char **argv)
 {
-  if (argc != 4 || (strcmp(argv[1], "serve") && strcmp(argv[1], "fetch"))) {
-    fprintf(stderr, "usage: rmx-bulk-copy serve URI FILE | fetch URI OUTFILE\n");
-    return 2;
-  }
+  int first = tool_options(argc, argv, usage), n = argc - first;
+  char **op = argv + first;
+  if (n < 1 || (strcmp(op[0], "serve") && strcmp(op[0], "fetch")))
+    tool_bad("serve or fetch");
+  if (n != 3)
+    tool_bad("%s takes a URI and a file", op[0]);
   if (rmx_ctx_create(&ctx, NULL, NULL))
     return 1;
-  int rc = strcmp(argv[1], "serve") == 0 ? serve(argv[2], argv[3]) : fetch(argv[2], argv[3]);
+  int rc = strcmp(op[0], "serve") == 0 ? serve(op[1], op[2]) : fetch(op[1], op[2]);
   rmx_ctx_destroy(ctx);
   return rc;
 }

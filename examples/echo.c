@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <uv.h>
+#include "tool.h"
 
 static rmx_ctx_t *ctx;
 
@@ -186,6 +187,12 @@ static int run_client(const char *uri, long count, size_t size)
   client_t cl = {.size = size, .count = count};
   cl.msg = malloc(size ? size : 1);
   cl.rtt = calloc((size_t)count, sizeof(double));
+  if (!cl.msg || !cl.rtt) {
+    fprintf(stderr, "rmx-echo: no memory for %ld messages of %zu bytes\n", count, size);
+    free(cl.msg);
+    free(cl.rtt);
+    return 1;
+  }
   for (size_t i = 0; i < size; i++)
     cl.msg[i] = (unsigned char)(i * 131 + 7);
   double start = now_us();
@@ -208,22 +215,32 @@ static int run_client(const char *uri, long count, size_t size)
   return cl.failed || cl.done != count;
 }
 
+static const char usage[] =
+    "usage: rmx-echo server URI\n"
+    "       rmx-echo client URI [COUNT [SIZE]]\n"
+    "  server: echo every message back, until SIGTERM or SIGINT\n"
+    "  client: send COUNT messages (1000) of SIZE bytes (64) one at a time,\n"
+    "          check every echoed byte, print round-trip times\n";
+
 int main(int argc, char **argv)
 {
-  if (argc < 3 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
-    fprintf(stderr, "usage: rmx-echo server URI\n       rmx-echo client URI [COUNT [SIZE]]\n");
-    return 2;
-  }
+  int first = tool_options(argc, argv, usage), n = argc - first;
+  char **op = argv + first;
+  if (n < 2 || (strcmp(op[0], "server") && strcmp(op[0], "client")))
+    tool_bad("server or client, and a URI");
+  if (strcmp(op[0], "server") == 0 ? n != 2 : n > 4)
+    tool_bad("too many operands");
+  long count = n > 2 ? (long)tool_num("COUNT", op[2], 1, 1000000000) : 1000;
+  uint64_t size = n > 3 ? tool_num("SIZE", op[3], 0, 1ull << 40) : 64;
   int rc = rmx_ctx_create(&ctx, NULL, NULL);
   if (rc) {
     fprintf(stderr, "rmx-echo: %s\n", rmx_strerror(rc));
     return 1;
   }
-  if (strcmp(argv[1], "server") == 0)
-    rc = run_server(argv[2]);
+  if (strcmp(op[0], "server") == 0)
+    rc = run_server(op[1]);
   else
-    rc = run_client(argv[2], argc > 3 ? atol(argv[3]) : 1000,
-                    argc > 4 ? strtoull(argv[4], NULL, 0) : 64);
+    rc = run_client(op[1], count, size);
   if (rmx_ctx_destroy(ctx) != 0)
     fprintf(stderr, "rmx-echo: context still busy at exit\n");
   return rc;

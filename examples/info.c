@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "tool.h"
+
 static const char *link_layer(const char *l)
 {
   return strcmp(l, "ethernet") == 0 ? "Ethernet (RoCE)" : "InfiniBand";
@@ -55,8 +57,15 @@ static int list_devices(void)
   return usable;
 }
 
-int main(void)
+static const char usage[] =
+    "usage: rmx-info\n"
+    "  the RDMA devices and their ports, the transports usable here and why\n"
+    "  not, the locked-memory limit, and every RMX_* setting in effect\n";
+
+int main(int argc, char **argv)
 {
+  if (tool_options(argc, argv, usage) != argc)
+    tool_bad("takes no operands");
   rmx_config_t cfg;
   struct rlimit rl;
 

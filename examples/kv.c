@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tool.h"
+
 enum { KV_PUT = 1, KV_GET, KV_DEL, KV_PUT_FROM, KV_GET_INTO };
 enum { GOT_INLINE = 1, GOT_LARGE = 2 };
 #define LARGE (64u << 10)
@@ -434,13 +436,31 @@ static int demo(void)
   return 0;
 }
 
+static const char usage[] =
+    "usage: rmx-kv server URI\n"
+    "       rmx-kv put URI KEY VALUE    (VALUE @FILE: the file's bytes)\n"
+    "       rmx-kv get URI KEY\n"
+    "       rmx-kv del URI KEY\n"
+    "       rmx-kv demo URI             put and get values of 0 B to 16 MiB, checked\n";
+
 int main(int argc, char **argv)
 {
-  if (argc < 3) {
-    fprintf(stderr, "usage: rmx-kv server URI | put URI KEY VALUE | get URI KEY | del URI KEY "
-                    "| demo URI\n");
-    return 2;
-  }
+  int first = tool_options(argc, argv, usage), nops = argc - first;
+  static const struct {
+    const char *cmd;
+    int operands;
+  } cmds[] = {{"server", 2}, {"put", 4}, {"get", 3}, {"del", 3}, {"demo", 2}};
+  int known = 0;
+  argv += first - 1; /* argv[1] is the command, as before */
+  argc = nops + 1;
+  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+    if (nops >= 1 && strcmp(argv[1], cmds[i].cmd) == 0) {
+      known = 1;
+      if (nops != cmds[i].operands)
+        tool_bad("%s takes %d operands", cmds[i].cmd, cmds[i].operands - 1);
+    }
+  if (!known)
+    tool_bad("server, put, get, del or demo");
   if (rmx_ctx_create(&ctx, NULL, NULL))
     return 1;
   if (strcmp(argv[1], "server") == 0)

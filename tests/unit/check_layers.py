@@ -193,6 +193,9 @@ for folder in ('examples', 'bench', 'tests/conformance'):
                 in_tree = any(os.path.exists(os.path.join(src_dir, d, hdr)) for d in ('include', 'src'))
                 ok = (hdr in ('rmx/rmx.h', 'uv.h') or
                       (kind == '"' and os.path.exists(os.path.join(dirpath, hdr)) and '/' not in hdr) or
+                      # bench shares the tools' command-line helpers
+                      (kind == '"' and here == 'bench' and '/' not in hdr and
+                       os.path.exists(os.path.join(src_dir, 'examples', hdr))) or
                       (kind == '<' and '..' not in hdr and not in_tree and not hdr.startswith('rmx/')))
                 # a program of the public API does not speak verbs; the fault
                 # shims linked in front of rdma-core (fault_*.c) do

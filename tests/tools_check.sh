@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The command-line tools as a user meets them: --help prints the usage on
+# stdout and exits 0; every bad command line gets a line saying what is
+# wrong and the usage on stderr, and exit 2 (never a crash: a signal would
+# show as 128 + its number).
+#   tools_check.sh BINDIR
+set -uo pipefail
+bin=$1
+bad=0
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+u=tcp://127.0.0.1:1
+
+for t in rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-info; do
+  for h in --help -h; do
+    "$bin/$t" "$h" >"$out" 2>"$err"; rc=$?
+    if [ "$rc" != 0 ] || ! grep -q '^usage:' "$out" || [ -s "$err" ]; then
+      echo "tools: $t $h: exit $rc, stdout '$(head -1 "$out")', stderr '$(head -1 "$err")'"; bad=1
+    fi
+  done
+done
+
+# TOOL ARGS...: must exit 2 with a reason and the usage on stderr.
+refuse() {
+  "$bin/$1" "${@:2}" >"$out" 2>"$err"; rc=$?
+  if [ "$rc" != 2 ] || ! grep -q '^usage:' "$err" || [ "$(grep -c . "$err")" -lt 2 ]; then
+    echo "tools: '$*': exit $rc (want 2 with a reason and the usage); stderr: $(head -1 "$err")"
+    bad=1
+  fi
+}
+refuse rmx-echo
+refuse rmx-echo client
+refuse rmx-echo client "$u" 0
+refuse rmx-echo client "$u" abc
+refuse rmx-echo client "$u" 5 -1
+refuse rmx-echo client "$u" 5 12x
+refuse rmx-echo client "$u" 1 2 3
+refuse rmx-echo server "$u" extra
+refuse rmx-echo bogus "$u"
+refuse rmx-echo --bogus
+refuse rmx-perf
+refuse rmx-perf lat "$u" 10 0
+refuse rmx-perf lat "$u" abc 10
+refuse rmx-perf lat "$u" 0 10
+refuse rmx-perf lat "$u" 10
+refuse rmx-perf bw "$u" 10 -5
+refuse rmx-perf server
+refuse rmx-perf frob "$u"
+refuse rmx-kv
+refuse rmx-kv get "$u"
+refuse rmx-kv put "$u" key
+refuse rmx-kv frob "$u"
+refuse rmx-kv demo "$u" extra
+refuse rmx-bulk-copy
+refuse rmx-bulk-copy fetch "$u"
+refuse rmx-bulk-copy copy "$u" f
+refuse rmx-info extra
+refuse rmx-info --verbose
+
+[ "$bad" = 0 ] && echo "tools: --help and every bad command line behaved"
+exit "$bad"
