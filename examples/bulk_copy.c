@@ -149,7 +149,7 @@ static struct {
   int free_slot[INFLIGHT], nfree;
   uint64_t size, sum, next, done_bytes;
   rmx_rkey_t *rk;
-  double t0;
+  double t0, next_note; /* a progress line on stderr about once a second */
 } fx;
 
 typedef struct piece {
@@ -192,6 +192,14 @@ static void read_done(rmx_conn_t *c, int st, void *arg)
   }
   fx.done_bytes += p->len;
   fx.free_slot[fx.nfree++] = p->slot;
+  double now = now_s();
+  if (now >= fx.next_note && fx.done_bytes < fx.size) {
+    if (fx.next_note > 0) /* not before the run has lasted a second */
+      fprintf(stderr, "fetch: %" PRIu64 " of %" PRIu64 " MiB (%.0f%%), %.1f MB/s\n",
+              fx.done_bytes >> 20, fx.size >> 20, 100.0 * (double)fx.done_bytes / (double)fx.size,
+              (double)fx.done_bytes / (now - fx.t0) / 1e6);
+    fx.next_note = now + 1.0;
+  }
   fetch_more();
 }
 

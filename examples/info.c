@@ -93,6 +93,13 @@ int main(int argc, char **argv)
          (const char *[]){"none", "error", "warn", "info", "debug", "trace"}[cfg.log_level],
          cfg.progress == RMX_PROGRESS_POLL ? "poll" : "event",
          cfg.device[0] ? cfg.device : "(by route)");
+  printf("  RMX_RPC_MAX=%u\n  RMX_RNR_RETRY=%u\n  RMX_REGCACHE=%u\n  RMX_CLOSE_TIMEOUT_MS=%u\n"
+         "  RMX_MAX_CONNS=%u\n  RMX_MAX_HANDSHAKES=%u\n  RMX_RMA_WINDOW=%u\n"
+         "  RMX_KEEPALIVE_MS=%u\n  RMX_KEEPALIVE_TIMEOUT_MS=%u\n  RMX_RC_TIMEOUT_MS=%u\n"
+         "  RMX_RC_RETRY=%u\n",
+         cfg.rpc_max_inflight, cfg.rnr_retry, cfg.regcache, cfg.close_timeout_ms, cfg.max_conns,
+         cfg.max_handshakes, cfg.rma_window, cfg.keepalive_ms, cfg.keepalive_timeout_ms,
+         cfg.rc_timeout_ms, cfg.rc_retry);
   /* Never the secret itself: whether one is set, and where it comes from. */
   const char *sf = getenv("RMX_AUTH_SECRET_FILE");
   printf("  RMX_AUTH_SECRET_FILE=%s%s\n", sf && *sf ? sf : "(unset)",

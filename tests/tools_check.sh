@@ -3,9 +3,10 @@
 # stdout and exits 0; every bad command line gets a line saying what is
 # wrong and the usage on stderr, and exit 2 (never a crash: a signal would
 # show as 128 + its number).
-#   tools_check.sh BINDIR
+# rmx-info also shows every setting rmx reads (src/ctx.c's list).
+#   tools_check.sh BINDIR SOURCE
 set -uo pipefail
-bin=$1
+bin=$1 src=$2
 bad=0
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
@@ -57,5 +58,12 @@ refuse rmx-bulk-copy copy "$u" f
 refuse rmx-info extra
 refuse rmx-info --verbose
 
-[ "$bad" = 0 ] && echo "tools: --help and every bad command line behaved"
+vars=$(sed -n '/known_vars\[\] = {/,/};/p' "$src/src/ctx.c" | grep -o '"RMX_[A-Z_]*"' | tr -d '"')
+[ -n "$vars" ] || { echo "tools: no list of settings found in src/ctx.c"; bad=1; }
+"$bin/rmx-info" >"$out" 2>&1
+for v in $vars; do
+  grep -q "^  $v=" "$out" || { echo "tools: rmx-info does not show $v"; bad=1; }
+done
+
+[ "$bad" = 0 ] && echo "tools: --help, every bad command line and rmx-info's settings behaved"
 exit "$bad"
