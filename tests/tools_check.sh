@@ -12,7 +12,7 @@ out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 u=tcp://127.0.0.1:1
 
-for t in rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-info; do
+for t in rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-info rmx-embed; do
   for h in --help -h; do
     "$bin/$t" "$h" >"$out" 2>"$err"; rc=$?
     if [ "$rc" != 0 ] || ! grep -q '^usage:' "$out" || [ -s "$err" ]; then
@@ -55,6 +55,7 @@ refuse rmx-kv demo "$u" extra
 refuse rmx-bulk-copy
 refuse rmx-bulk-copy fetch "$u"
 refuse rmx-bulk-copy copy "$u" f
+refuse rmx-embed tcp://127.0.0.1:0 extra
 refuse rmx-info extra
 refuse rmx-info --verbose
 
