@@ -193,6 +193,10 @@ typedef struct rmx_tp_ops {
   /* The peer's address of a connection that is open (for logs: the core
    * names connections by it). 0, or an error when the transport has none. */
   int (*peer_addr)(rmx_tp_conn_t *tc, struct sockaddr_storage *ss);
+  /* Optional (NULL: none): a short name the transport knows an open
+   * connection by, for the core's logs after the peer's address (verbs:
+   * "QP 0x15"). 0, or an error when there is none yet. */
+  int (*conn_label)(rmx_tp_conn_t *tc, char *buf, size_t len);
   /* Stop listening and free; no further incoming calls. Peers whose
    * request is not answered yet are dropped (TCP: their connect reports
    * RMX_ECONNRESET; verbs: a reject). */

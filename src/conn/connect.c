@@ -304,9 +304,22 @@ int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, vo
 
 /* The handshake, authentication included, is over: the application gets
  * the connection (on_connected or on_accept). */
+/* Logs name a connection by the peer's address and, where the transport
+ * has one, its own name for it: "192.0.2.1:7471 QP 0x15". */
+static void conn_label(rmx_conn_t *c)
+{
+  char label[32];
+  if (!c->ops->conn_label || c->ops->conn_label(c->tc, label, sizeof(label)) != 0)
+    return;
+  c->peer[strcspn(c->peer, " ")] = '\0'; /* a reconnect's new label replaces the old */
+  size_t n = strlen(c->peer);
+  snprintf(c->peer + n, sizeof(c->peer) - n, " %s", label);
+}
+
 void rmx__conn_ready(rmx_conn_t *c)
 {
   c->ops->ready(c->tc); /* the peer's remote requests are served from here */
+  conn_label(c);
   rmx__alive_start(c);  /* keepalive and silence clocks */
   if (!c->passive) {
     unsigned attempt = c->recon.attempt; /* 0: the first connect */

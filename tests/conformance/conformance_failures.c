@@ -17,9 +17,10 @@
 
 static char logged[512];
 
+/* Keeps the last log line that holds arg (a string). */
 static void keep_line(rmx_log_level_t level, const char *line, void *arg)
 {
-  if (strstr(line, "connect failed"))
+  if (strstr(line, arg))
     snprintf(logged, sizeof(logged), "%s", line);
 }
 
@@ -31,7 +32,7 @@ void connect_to_closed_port_fails(void **state)
   server_start(ctx, &s, 0);
   server_unlisten(ctx, &s); /* nobody listens there any more */
   logged[0] = '\0';
-  rmx_log_set_handler(keep_line, NULL);
+  rmx_log_set_handler(keep_line, "connect failed");
   client_connect(ctx, &cl, s.uri);
   run_until(ctx, &cl.connected, 1);
   rmx_log_set_handler(NULL, NULL);
@@ -176,6 +177,8 @@ void peer_killed_fails_outstanding(void **state)
   rmx_ctx_t *ctx = ctx_new(0);
   client_t cl;
   uint8_t *big = calloc(1, 64u << 20);
+  logged[0] = '\0';
+  rmx_log_set_handler(keep_line, " lost: ");
   client_connect(ctx, &cl, uri);
   run_until(ctx, &cl.connected, 1);
   assert_int_equal(cl.connect_status, 0);
@@ -184,7 +187,14 @@ void peer_killed_fails_outstanding(void **state)
   for (int i = 0; i < SMALL; i++)
     assert_int_equal(rmx_send(cl.c, "more", 4, cl_sent, &cl), 0);
   run_until(ctx, &cl.disconnects, 1);
+  rmx_log_set_handler(NULL, NULL);
   assert_int_not_equal(cl.last_disconnect, 0);
+  /* the loss is logged with the peer's address (and over RDMA its QP) */
+  char host_port[160];
+  snprintf(host_port, sizeof(host_port), "%s", strstr(uri, "://") + 3);
+  if (!strstr(logged, host_port) || (strcmp(scheme, "rdma") == 0 && !strstr(logged, " QP 0x")))
+    fail_msg("the loss's log line does not name %s%s: '%s'", host_port,
+             strcmp(scheme, "rdma") == 0 ? " and its QP" : "", logged);
   /* every send completed, before on_disconnect; the big one cannot have */
   assert_int_equal(cl.sent_before_disconnect, SMALL + 2);
   assert_true(cl.sent_err >= 1);

@@ -203,6 +203,14 @@ int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss)
   return 0;
 }
 
+int vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len)
+{
+  if (!tc->qp)
+    return RMX_ENOTCONN;
+  snprintf(buf, len, "QP 0x%x", tc->qp->qp_num);
+  return 0;
+}
+
 int vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
 {
   if (!tc->id)

@@ -253,6 +253,7 @@ int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
               struct rmx_tp_listener **out);
 int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss);
 int vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
+int vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len);
 void vb_listen_close(struct rmx_tp_listener *l);
 int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
                void *owner, struct rmx_tp_conn **out);
