@@ -22,7 +22,7 @@
 set -uo pipefail
 mode=$1 bin=$2
 here=$(cd "$(dirname "$0")" && pwd)
-transports="rdma tcp"
+transports=${TWOHOST_TRANSPORTS:-rdma tcp}
 workloads="msgs rpc write idle"
 
 server() {
