@@ -262,7 +262,15 @@ typedef enum {
   RMX_CS_DOWN,        /* disconnected or closing: no new I/O */
 } rmx__conn_state_t;
 
-typedef enum { RMX_TPS_NONE, RMX_TPS_OPEN, RMX_TPS_CLOSING, RMX_TPS_CLOSED } rmx__tp_state_t;
+/* FINISHING: the transport's orderly end (ops->finish) is under way;
+ * close() may still cut it short. */
+typedef enum {
+  RMX_TPS_NONE,
+  RMX_TPS_OPEN,
+  RMX_TPS_FINISHING,
+  RMX_TPS_CLOSING,
+  RMX_TPS_CLOSED
+} rmx__tp_state_t;
 
 struct rmx_listener {
   rmx_ctx_t *ctx;
@@ -432,6 +440,7 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi);
  * the peer. Safe to call more than once; the first cause wins. */
 void rmx__conn_down(rmx_conn_t *c, int status);
 void rmx__conn_tp_close(rmx_conn_t *c);      /* close the transport (once) */
+void rmx__conn_tp_finish(rmx_conn_t *c);     /* its orderly end, after BYE */
 void rmx__conn_closed(rmx_conn_t *c);        /* the transport's CLOSED */
 void rmx__conn_close_watch(rmx_conn_t *c);   /* an orderly close with a deadline */
 void rmx__listener_unref(rmx_listener_t *l);

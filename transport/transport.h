@@ -222,6 +222,13 @@ typedef struct rmx_tp_ops {
   /* Abort I/O; posted ops complete with RMX_ECANCELED; CLOSED follows, and
    * tc is freed after it. Called once per connection. */
   void (*close)(rmx_tp_conn_t *tc);
+  /* Optional: the orderly end, called instead of close() once the last
+   * frame (BYE) has its SEND event. Everything sent reaches the peer
+   * before CLOSED follows; the peer's end decides when (TCP: our FIN, then
+   * the peer's). close() may still follow, and cuts it short: the core's
+   * close deadline. NULL where a SEND event already means delivered
+   * (verbs: the RC acknowledgement): the core calls close(). */
+  void (*finish)(rmx_tp_conn_t *tc);
 
   /* Send one frame gathered from sge[0..n) (n <= RMX_TP_MAX_SGE). The
    * memory stays the caller's until the SEND event. A transport may hold

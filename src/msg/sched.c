@@ -261,7 +261,7 @@ static void ctrl_done(rmx_conn_t *c, rmx__op_t *op, int status)
   int bye = op->ctrl == RMX_FR_BYE;
   rmx__op_put(op);
   if (bye)
-    rmx__conn_tp_close(c); /* BYE is out: the transport may close */
+    rmx__conn_tp_finish(c); /* BYE is out: the transport may end */
   rmx__msg_sent(c, status);
 }
 

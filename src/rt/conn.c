@@ -64,10 +64,24 @@ int rmx_listener_uri(rmx_listener_t *l, char *buf, size_t len)
 
 void rmx__conn_tp_close(rmx_conn_t *c)
 {
-  if (c->tp_state == RMX_TPS_OPEN) {
+  if (c->tp_state == RMX_TPS_OPEN || c->tp_state == RMX_TPS_FINISHING) {
     c->tp_state = RMX_TPS_CLOSING;
     c->ops->close(c->tc);
   }
+}
+
+/* BYE is out: the transport delivers what it holds, then reports CLOSED;
+ * the close deadline (rmx__conn_close_watch) still applies. */
+void rmx__conn_tp_finish(rmx_conn_t *c)
+{
+  if (c->tp_state != RMX_TPS_OPEN)
+    return;
+  if (!c->ops->finish) {
+    rmx__conn_tp_close(c);
+    return;
+  }
+  c->tp_state = RMX_TPS_FINISHING;
+  c->ops->finish(c->tc);
 }
 
 static void deferred_finish(rmx__deferred_t *d)

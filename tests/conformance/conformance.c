@@ -52,7 +52,8 @@ int main(int argc, char **argv)
     T(connect_accept_close), T(message_sizes), T(send_from_pool_buffers),
     T(ten_thousand_in_order), T(many_connections), T(over_maximum_is_refused),
     T(connect_to_closed_port_fails), T(bad_uris_are_refused), T(unresolvable_host_fails),
-    T(close_while_connecting), T(close_with_pending_sends), T(peer_killed_fails_outstanding),
+    T(close_while_connecting), T(close_with_pending_sends), T(close_with_pending_large_sends),
+    T(peer_killed_fails_outstanding),
     T(server_survives_killed_client), T(post_from_other_threads), T(lives_in_callers_loop),
     T(names_and_ipv6), T(device_choice),
   };

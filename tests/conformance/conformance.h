@@ -21,6 +21,7 @@ void bad_uris_are_refused(void **state);
 void unresolvable_host_fails(void **state);
 void close_while_connecting(void **state);
 void close_with_pending_sends(void **state);
+void close_with_pending_large_sends(void **state);
 void peer_killed_fails_outstanding(void **state);
 void server_survives_killed_client(void **state);
 void post_from_other_threads(void **state); /* conformance_context.c */

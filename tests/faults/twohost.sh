@@ -22,7 +22,8 @@
 set -uo pipefail
 mode=$1 bin=$2
 here=$(cd "$(dirname "$0")" && pwd)
-transports=${TWOHOST_TRANSPORTS:-rdma tcp}
+# RMX_TEST_* reaches both VMs (tests/vm/rxe-vm passes RMX_* on).
+transports=${RMX_TEST_TWOHOST_TRANSPORTS:-rdma tcp}
 workloads="msgs rpc write idle"
 
 server() {

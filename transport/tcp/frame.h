@@ -34,6 +34,8 @@ typedef enum {
   TC_WAIT_HELLO,  /* passive: waiting for the peer's HELLO */
   TC_UP,          /* handshake done (passive: accepted) */
   TC_REJECTING,   /* passive: REJECT being written, then close */
+  TC_FINISHING,   /* orderly end: our writes flushed, then FIN; the peer's
+                     bytes dropped until it ends its side */
 } tc_state_t;
 
 /* Write a frame header. */

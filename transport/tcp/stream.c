@@ -36,11 +36,46 @@ void tcp_conn_close(rmx_tp_conn_t *tc)
   uv_close((uv_handle_t *)&tc->h, tc_handle_closed);
 }
 
+static void finish_shut(uv_shutdown_t *req, int status)
+{
+  rmx_tp_conn_t *tc = req->data;
+  if (status && !tc->closing)
+    tcp_conn_close(tc); /* the write side did not drain: nothing left to wait for */
+}
+
+/*
+ * The orderly end, after the owner's last frame (BYE): what we wrote goes
+ * first, then our FIN (uv_shutdown), and the socket closes when the peer
+ * ends its side. Closing at once would be wrong: a socket closed with
+ * bytes from the peer unread, or one that gets more afterwards (a credit
+ * return, a keepalive), makes the kernel answer with a reset and drop what
+ * it had not sent yet, BYE included. Until the peer's end, its bytes are
+ * read and dropped. The owner's close deadline bounds the wait
+ * (tcp_conn_close then cuts it short).
+ */
+void tcp_conn_finish(rmx_tp_conn_t *tc)
+{
+  if (tc->dead || tc->closing || tc->state != TC_UP) {
+    tcp_conn_close(tc);
+    return;
+  }
+  tc->state = TC_FINISHING;
+  tc->sinking = 0; /* a payload still streaming in is dropped too */
+  tc->rpos = tc->rlen = 0;
+  tc->sreq.data = tc;
+  if (uv_shutdown(&tc->sreq, (uv_stream_t *)&tc->h, finish_shut) != 0)
+    tcp_conn_close(tc);
+}
+
 /* I/O is over for this connection: tell the owner once, or just close. */
 void tcp_fail(rmx_tp_conn_t *tc, int status)
 {
   if (tc->dead || tc->closing)
     return;
+  if (tc->state == TC_FINISHING) { /* the peer's end (or a reset): done */
+    tcp_conn_close(tc);
+    return;
+  }
   tc->dead = 1;
   uv_read_stop((uv_stream_t *)&tc->h);
   if (tc->owner)
@@ -227,6 +262,11 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   rmx_tp_conn_t *tc = h->data;
   (void)suggested;
+  if (tc->state == TC_FINISHING) { /* dropped: the buffer is free to scribble on */
+    buf->base = (char *)tc->rbuf;
+    buf->len = tc->rcap;
+    return;
+  }
   if (tc->sinking) {
     size_t left = tc->sink.left;
     if (tc->sink.check)
@@ -279,6 +319,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     tcp_fail(tc, nread == UV_EOF ? RMX_ECONNRESET : rmx__uv_err((int)nread));
     return;
   }
+  if (tc->state == TC_FINISHING)
+    return;
   if (tc->sinking) {
     if (tc->sink.dst)
       tc->sink.dst += nread;

@@ -144,6 +144,7 @@ static void srv_pump(rmx_tp_conn_t *tc)
 {
   rmx_list_t *n;
   while (tc->chunks_out < TF_CHUNKS_OUT && !tc->dead && !tc->closing && !tc->cut &&
+         tc->state == TC_UP &&
          (n = tc->srvq.next) != &tc->srvq) {
     srv_t *sv = rmx_container_of(n, srv_t, link);
     size_t chunk = 0;

@@ -239,6 +239,7 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .accept = tcp_accept,
   .reject = tcp_reject,
   .close = tcp_conn_close,
+  .finish = tcp_conn_finish,
   .send = tcp_send,
   .read = tcp_read,
   .write = tcp_write,

@@ -140,6 +140,7 @@ struct rmx_tp_conn {
   uv_tcp_t h;
   uv_timer_t timer;
   uv_connect_t creq;
+  uv_shutdown_t sreq; /* TC_FINISHING */
   rmx_tp_t *tp;
   void *owner;
   rmx_tp_listener_t *lst; /* passive, before HELLO */
@@ -202,6 +203,7 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 
 /* stream.c */
 void tcp_conn_close(rmx_tp_conn_t *tc);
+void tcp_conn_finish(rmx_tp_conn_t *tc);
 void tcp_fail(rmx_tp_conn_t *tc, int status);
 /* No Nagle; kernel keepalive and user timeout from the keepalive settings. */
 void tcp_sock_opts(rmx_tp_conn_t *tc);
