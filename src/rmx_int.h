@@ -119,7 +119,16 @@ typedef struct rmx__regcache {
   struct rmx__rc_pending *pending; /* invalidations from other threads */
   int registered;                  /* in the process-wide list */
   rmx_list_t global_link;
+  unsigned long hooks_gen;         /* rmx__memhooks_sync when last synced */
 } rmx__regcache_t;
+
+/* The unmap hooks (mem/memhooks.c): installed once, on first use; note is
+ * called with every range unmapped. 0, or RMX_ENOTSUP / RMX_EIO. */
+int rmx__memhooks_install(void (*note)(const void *addr, size_t len));
+/* Hook objects loaded since; a number that changes when there were any. */
+unsigned long rmx__memhooks_sync(void);
+/* Some object's slot could not be rewritten: its unmaps go unseen. */
+int rmx__memhooks_failed(void);
 
 int rmx__regcache_init(rmx_ctx_t *ctx);
 void rmx__regcache_fini(rmx_ctx_t *ctx);

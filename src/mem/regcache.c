@@ -5,21 +5,19 @@
  * A registration pins physical pages. If the application unmaps memory and
  * maps new memory at the same address, a cached registration would still
  * point at the old pages and data would silently go astray. So:
- * - munmap, mremap and madvise(DONTNEED/FREE/REMOVE) are interposed here
- *   (the process calls rmx's, which notes the range and makes the system
- *   call): every cache drops the registrations that overlap the range
- *   before its next lookup;
+ * - munmap, mremap and madvise(DONTNEED/FREE/REMOVE) are hooked once a
+ *   cache is first used (memhooks.c): every cache drops the registrations
+ *   that overlap an unmapped range before its next lookup;
  * - glibc's malloc unmaps through internal calls that cannot be interposed,
  *   so once a cache registers memory, rmx asks malloc never to return memory
  *   to the system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory
  *   is reused as the same pages, which keeps registrations right.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and
- * deregisters, and malloc is left alone; the hooks then only pass the call
- * on. Built with RMX_MEMHOOKS off (cmake -DRMX_MEMHOOKS=OFF), librmx
- * defines no hook and sets nothing in malloc, and there is no cache.
+ * deregisters, malloc is left alone and nothing is hooked. Built with
+ * RMX_MEMHOOKS off (cmake -DRMX_MEMHOOKS=OFF), librmx has no hook, sets
+ * nothing in malloc, and has no cache.
  * See docs/one-sided.md.
  */
-#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -47,7 +45,6 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static rmx_list_t g_caches = {&g_caches, &g_caches};
 static atomic_int g_ncaches;
 
-#if RMX_MEMHOOKS
 static void note_unmap(const void *addr, size_t len)
 {
   if (atomic_load_explicit(&g_ncaches, memory_order_acquire) == 0 || len == 0)
@@ -68,51 +65,6 @@ static void note_unmap(const void *addr, size_t len)
   }
   pthread_mutex_unlock(&g_lock);
 }
-
-/* The definitions these hooks stand in front of (the C library's, or
- * another interposer's, such as a sanitizer's), found when the library
- * loads; before that, or if there is none, the system call itself. */
-static int (*next_munmap)(void *, size_t);
-static void *(*next_mremap)(void *, size_t, size_t, int, ...);
-static int (*next_madvise)(void *, size_t, int);
-
-__attribute__((constructor)) static void find_next_defs(void)
-{
-  next_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
-  next_mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
-  next_madvise = (int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "madvise");
-}
-
-RMX_API int munmap(void *addr, size_t len)
-{
-  int (*f)(void *, size_t) = next_munmap;
-  note_unmap(addr, len);
-  return f ? f(addr, len) : (int)syscall(SYS_munmap, addr, len);
-}
-
-RMX_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
-{
-  void *(*f)(void *, size_t, size_t, int, ...) = next_mremap;
-  void *new_addr = NULL;
-  if (flags & MREMAP_FIXED) {
-    va_list ap;
-    va_start(ap, flags);
-    new_addr = va_arg(ap, void *);
-    va_end(ap);
-  }
-  note_unmap(old, old_len);
-  return f ? f(old, old_len, new_len, flags, new_addr)
-           : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
-}
-
-RMX_API int madvise(void *addr, size_t len, int advice)
-{
-  int (*f)(void *, size_t, int) = next_madvise;
-  if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE)
-    note_unmap(addr, len);
-  return f ? f(addr, len, advice) : (int)syscall(SYS_madvise, addr, len, advice);
-}
-#endif
 
 /* ---- the cache ---- */
 
@@ -220,6 +172,34 @@ __attribute__((constructor)) static void malloc_keeps_memory(void)
   mallopt(M_TRIM_THRESHOLD, -1);
 }
 
+/*
+ * The hooks are in place and have seen every object loaded so far: 0.
+ * Objects loaded since the last lookup may have unmapped cached memory
+ * unseen, so the cache starts over then. Without the hooks the cache turns
+ * itself off for good.
+ */
+static int hooks_ready(rmx_ctx_t *ctx)
+{
+  rmx__regcache_t *rc = &ctx->rc;
+  int r = rmx__memhooks_install(note_unmap);
+  if (r == 0) {
+    unsigned long gen = rmx__memhooks_sync();
+    if (gen != rc->hooks_gen) {
+      rc->hooks_gen = gen;
+      invalidate(ctx, 0, 0, 1);
+    }
+    if (rmx__memhooks_failed())
+      r = RMX_EIO;
+  }
+  if (r) {
+    RMX_LOG(ctx, WARN, "registration cache off: munmap could not be hooked everywhere (%s); "
+            "every transfer registers its memory", rmx_strerror(r));
+    invalidate(ctx, 0, 0, 1);
+    rc->enabled = 0;
+  }
+  return r;
+}
+
 int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, unsigned access,
                       rmx__rc_entry_t **out)
 {
@@ -228,7 +208,7 @@ int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, uns
   uintptr_t e = ((uintptr_t)addr + len + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
   rmx_list_t *n;
 
-  if (rc->enabled) {
+  if (rc->enabled && hooks_ready(ctx) == 0) {
     apply_pending(ctx);
     rmx_list_foreach(n, &rc->lru) {
       rmx__rc_entry_t *en = rmx_container_of(n, rmx__rc_entry_t, link);

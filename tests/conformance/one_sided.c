@@ -5,6 +5,7 @@
  * its key, and the initiator unpacks it on its own connection.
  */
 #include <rmx/rmx.h>
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -457,6 +458,14 @@ static void write_and_check(uint8_t *buf, size_t len, uint8_t fill)
   assert_int_equal(W.region[len - 1], fill);
 }
 
+/* What this program's relocation for munmap points at (not inlined: the
+ * compiler takes the relocated address for a constant). */
+__attribute__((noinline)) static void *munmap_here(void)
+{
+  int (*volatile f)(void *, size_t) = munmap;
+  return (void *)f;
+}
+
 static void cache_reuses_and_follows_unmaps(void **state)
 {
   enum { LEN = 1 << 20 };
@@ -496,6 +505,13 @@ static void cache_reuses_and_follows_unmaps(void **state)
     assert_true(st.reg_cache_evictions > st0.reg_cache_evictions);
   munmap(m2, LEN);
   assert_int_equal(W.errors, 0);
+  /* munmap is hooked where a cache was used (RDMA), and only there: over
+   * TCP, which registers nothing, this process runs untouched. */
+  rmx_ctx_stats(W.ctx, &st);
+  int hooked = munmap_here() != dlsym(RTLD_DEFAULT, "munmap");
+  assert_int_equal(hooked, st.reg_cache_hits > 0);
+  if (strcmp(scheme, "tcp") == 0)
+    assert_false(hooked);
 }
 
 int main(int argc, char **argv)
