@@ -124,7 +124,8 @@ struct uv_loop_s;
 typedef void (*rmx_accept_cb)(rmx_listener_t *l, rmx_conn_t *c, void *arg);
 /** @brief rmx_connect() finished: status 0, or why it failed. */
 typedef void (*rmx_connect_cb)(rmx_conn_t *c, int status, void *arg);
-/** @brief A message arrived. @p data is valid only during the callback. */
+/** @brief A message arrived. @p data is valid only during the callback
+ *  (copy what you keep; builds with RMX_SCRIBBLE overwrite it afterwards). */
 typedef void (*rmx_recv_cb)(rmx_conn_t *c, const void *data, size_t len, void *arg);
 /**
  * @brief The connection went down without a local rmx_conn_close():
