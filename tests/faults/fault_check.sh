@@ -17,7 +17,7 @@
 # that VM (tests/conformance/verbs_threads.c). Even after a flap, new
 # connections time out in that VM once live ones were torn down by it, so
 # a linkflap case goes last (ctest boots one VM per linkflap case). A link
-# held down is tested across two hosts (twohost.sh linkcut).
+# held down is tested across two hosts (twohost.sh linkdown).
 set -uo pipefail
 bin=$1 scheme=$2
 shift 2

@@ -10,8 +10,10 @@
 #   twohost.sh run BINDIR SCENARIO        (the host: boots the pair)
 #
 # SCENARIO: smoke (every workload counted and checked, plus rmx-echo, no
-# fault); linkcut (A's eth0 down; then up again and a smoke run over the
-# mended link, TCP only); poweroff (`poweroff -f` in A); kill (A's QEMU killed);
+# fault); linkcut (every frame to and from A dropped in A's stack, A's
+# link up: the cut somewhere along the path; then mended, and a smoke run
+# over it); linkdown (A's eth0 down; then up again and a smoke run over
+# the mended link, TCP only); poweroff (`poweroff -f` in A); kill (A's QEMU killed);
 # procs (A's server processes killed: A's kernel answers for them, so this
 # one needs no keepalive; not a ctest, a check of the bed itself);
 # conformance (no fault: the conformance cases run on B with their
@@ -171,16 +173,23 @@ client() {
     done
   done
   echo "twohost: workloads loaded after $((SECONDS - start)) s; injecting $scenario"
-  $TWOHOST fault "${scenario/linkcut/linkdown}" || rc=1
+  local fault=$scenario
+  [ "$scenario" = linkcut ] && fault=cut
+  $TWOHOST fault "$fault" || rc=1
   local end=$((SECONDS + 280)) # beyond the clients' --deadline-ms + close bound
   for i in "${!pids[@]}"; do
     reap "${pids[$i]}" "${names[$i]}" "$end" || rc=1
     summarize "${names[$i]}"
   done
-  # Over the mended link, TCP only: A's RDMA connections were closed with
-  # its port down, after which SoftRoCE passes no new connection requests
-  # in that VM (tests/faults/fault_check.sh).
+  # Over the mended path: the cut left A's port up, so both transports.
   if [ "$scenario" = linkcut ]; then
+    $TWOHOST fault mend || rc=1
+    smoke mended || rc=1
+  fi
+  # After linkdown, TCP only: A's RDMA connections were closed with its
+  # port down, after which SoftRoCE passes no new connection requests in
+  # that VM (tests/faults/fault_check.sh).
+  if [ "$scenario" = linkdown ]; then
     $TWOHOST fault linkup || rc=1
     smoke mended tcp || rc=1
   fi
