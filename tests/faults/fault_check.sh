@@ -27,12 +27,8 @@ work=$(mktemp -d)
 srv= cli=
 trap 'for p in $cli $srv; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 
-# wait_for SECONDS COMMAND...: poll every 50 ms; 1 on timeout.
-wait_for() {
-  local n=$(($1 * 20)); shift
-  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.05; n=$((n - 1)); done
-  return 1
-}
+# shellcheck source=../vm/waits.sh
+. "$(dirname "$0")/../vm/waits.sh"
 alive() { kill -0 "$1" 2>/dev/null; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 
@@ -80,7 +76,9 @@ run_case() {
   cat <&"$out" >>"$d/client.out" &
   local drain=$!
   exec {out}<&-
-  wait_for 300 gone "$cli" || { echo "$1: the client hung"; kill -9 "$cli"; rc=1; }
+  wait_for 300 gone "$cli" || {
+    echo "$1: the client hung; its threads are in:"; stuck_report "$cli"; kill -9 "$cli"; rc=1
+  }
   # A process stuck in the kernel survives SIGKILL (SoftRoCE, see above):
   # then report it rather than wait on it forever.
   if wait_for 10 gone "$cli"; then
@@ -99,7 +97,10 @@ run_case() {
     wait_for 10 gone "$srv" && wait "$srv" 2>/dev/null
   elif alive "$srv"; then
     kill -TERM "$srv"
-    wait_for 30 gone "$srv" || { echo "$1: the server did not stop"; kill -9 "$srv"; rc=1; }
+    wait_for 30 gone "$srv" || {
+      echo "$1: the server did not stop 30 s after SIGTERM; its threads are in:"
+      stuck_report "$srv"; kill -9 "$srv"; rc=1
+    }
     if wait_for 10 gone "$srv" && ! wait "$srv"; then
       echo "$1: the server failed"; cat "$d/server.out"; rc=1
     fi

@@ -24,6 +24,8 @@
 set -uo pipefail
 mode=$1 bin=$2
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../vm/waits.sh
+. "$here/../vm/waits.sh"
 # RMX_TEST_* reaches both VMs (tests/vm/rxe-vm passes RMX_* on).
 transports=${RMX_TEST_TWOHOST_TRANSPORTS:-rdma tcp}
 workloads="msgs rpc write idle"
@@ -74,13 +76,10 @@ smoke() {
 # still there when $SECONDS reaches END (stuck in the kernel, where its
 # timers cannot help), show where it is stuck, kill it, and fail.
 reap() {
-  local t
   while kill -0 "$1" 2>/dev/null && [ "$SECONDS" -lt "$3" ]; do sleep 0.1; done
   if kill -0 "$1" 2>/dev/null; then
     echo "twohost: $2 outlived its own bounds; its threads are in:"
-    for t in /proc/"$1"/task/*; do
-      echo "  thread ${t##*/}: $(cat "$t/wchan" 2>/dev/null)"; sed 's/^/    /' "$t/stack" 2>/dev/null
-    done
+    stuck_report "$1"
     kill -KILL "$1"
   fi
   wait "$1"
