@@ -149,7 +149,8 @@ static struct {
   int free_slot[INFLIGHT], nfree;
   uint64_t size, sum, next, done_bytes;
   rmx_rkey_t *rk;
-  double t0, next_note; /* a progress line on stderr about once a second */
+  double t0, next_note; /* a progress line on stderr every `every` seconds */
+  double every;
 } fx;
 
 typedef struct piece {
@@ -194,11 +195,11 @@ static void read_done(rmx_conn_t *c, int st, void *arg)
   fx.free_slot[fx.nfree++] = p->slot;
   double now = now_s();
   if (now >= fx.next_note && fx.done_bytes < fx.size) {
-    if (fx.next_note > 0) /* not before the run has lasted a second */
+    if (fx.next_note > 0) /* not before the run has lasted that long */
       fprintf(stderr, "fetch: %" PRIu64 " of %" PRIu64 " MiB (%.0f%%), %.1f MB/s\n",
               fx.done_bytes >> 20, fx.size >> 20, 100.0 * (double)fx.done_bytes / (double)fx.size,
               (double)fx.done_bytes / (now - fx.t0) / 1e6);
-    fx.next_note = now + 1.0;
+    fx.next_note = now + fx.every;
   }
   fetch_more();
 }
@@ -297,7 +298,10 @@ static int fetch(const char *uri, const char *path)
 
 static const char usage[] =
     "usage: rmx-bulk-copy serve URI FILE     offer FILE to one client, zero-copy\n"
-    "       rmx-bulk-copy fetch URI OUTFILE  copy the served file into OUTFILE\n";
+    "       rmx-bulk-copy fetch URI OUTFILE [PROGRESS_MS]\n"
+    "                                        copy the served file into OUTFILE, with a\n"
+    "                                        progress line on stderr every PROGRESS_MS\n"
+    "                                        (1000) once the copy lasts that long\n";
 
 int main(int argc, char **argv)
 {
@@ -305,7 +309,10 @@ int main(int argc, char **argv)
   char **op = argv + first;
   if (n < 1 || (strcmp(op[0], "serve") && strcmp(op[0], "fetch")))
     tool_bad("serve or fetch");
-  if (n != 3)
+  fx.every = 1.0;
+  if (n == 4 && strcmp(op[0], "fetch") == 0)
+    fx.every = (double)tool_num("PROGRESS_MS", op[3], 1, 3600000) / 1000.0;
+  else if (n != 3)
     tool_bad("%s takes a URI and a file", op[0]);
   if (rmx_ctx_create(&ctx, NULL, NULL))
     return 1;

@@ -14,8 +14,14 @@ for f in empty one big; do
   srv=$!
   for _ in $(seq 300); do grep -q offering "$dir/log" && break; sleep 0.1; done
   uri=$(sed -n 's/.* on \(.*\)$/\1/p' "$dir/log")
-  "$bin/rmx-bulk-copy" fetch "$uri" "$dir/$f.copy"
+  # A progress line every 10 ms once the copy lasts that long (a long
+  # copy said nothing until it ended): the 50 MiB one must show some.
+  "$bin/rmx-bulk-copy" fetch "$uri" "$dir/$f.copy" 10 2>"$dir/err"
   wait "$srv"
   cmp "$dir/$f" "$dir/$f.copy"
+  cat "$dir/err" >&2
+  if [ "$f" = big ] && ! grep -qE '^fetch: [0-9]+ of 50 MiB \([0-9]+%\), [0-9.]+ MB/s$' "$dir/err"; then
+    echo "bulk_copy_check: no progress line during the 50 MiB copy"; exit 1
+  fi
 done
 echo "bulk_copy_check: 3 files copied intact over $scheme"

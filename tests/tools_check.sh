@@ -55,6 +55,8 @@ refuse rmx-kv demo "$u" extra
 refuse rmx-bulk-copy
 refuse rmx-bulk-copy fetch "$u"
 refuse rmx-bulk-copy copy "$u" f
+refuse rmx-bulk-copy fetch "$u" f 0
+refuse rmx-bulk-copy serve "$u" f 10
 refuse rmx-embed tcp://127.0.0.1:0 extra
 refuse rmx-info extra
 refuse rmx-info --verbose
