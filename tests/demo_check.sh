@@ -20,9 +20,13 @@ run() {
   rc=$?
   sed "s/^/$name| /" "$tmp/$name.out"
   [ -z "$(ls -A "$tmp/$name")" ] || fail "$name: left behind: $(ls -A "$tmp/$name")"
-  if pgrep -f "$build/bin/rmx-(echo|kv) server" >/dev/null; then
-    fail "$name: a server is still running: $(pgrep -af "$build/bin/rmx-(echo|kv) server")"
-  fi
+  # Its servers, told from other tests' by the TMPDIR they inherited.
+  local p
+  for p in $(pgrep -f "$build/bin/rmx-(echo|kv) server"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "TMPDIR=$tmp/$name"; then
+      fail "$name: its server is still running: $(tr '\0' ' ' <"/proc/$p/cmdline")"
+    fi
+  done
 }
 
 run pass tcp://127.0.0.1:0
