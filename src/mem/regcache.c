@@ -8,9 +8,8 @@
  * - munmap, mremap and madvise(DONTNEED/FREE/REMOVE) are hooked once a
  *   cache is first used (memhooks.c): every cache drops the registrations
  *   that overlap an unmapped range before its next lookup;
- * - glibc's malloc unmaps through internal calls that cannot be interposed,
- *   so once a cache registers memory, rmx asks malloc never to return memory
- *   to the system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory
+ * - glibc's malloc unmaps through internal calls that no hook sees, so
+ *   when librmx loads, rmx asks malloc never to return memory to the system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory
  *   is reused as the same pages, which keeps registrations right.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and
  * deregisters, malloc is left alone and nothing is hooked. Built with
@@ -20,13 +19,9 @@
  */
 #include <malloc.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "rmx_int.h"
 
