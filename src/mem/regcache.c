@@ -9,8 +9,9 @@
  *   cache is first used (memhooks.c): every cache drops the registrations
  *   that overlap an unmapped range before its next lookup;
  * - glibc's malloc unmaps through internal calls that no hook sees, so
- *   when librmx loads, rmx asks malloc never to return memory to the system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory
- *   is reused as the same pages, which keeps registrations right.
+ *   when librmx loads, rmx asks malloc never to return memory to the
+ *   system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory is
+ *   reused as the same pages, which keeps registrations right.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and
  * deregisters, malloc is left alone and nothing is hooked. Built with
  * RMX_MEMHOOKS off (cmake -DRMX_MEMHOOKS=OFF), librmx has no hook, sets
