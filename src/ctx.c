@@ -336,6 +336,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   uv_unref((uv_handle_t *)&ctx->async);
   uv_idle_init(ctx->loop, &ctx->idle);
   ctx->idle.data = ctx;
+  rmx__flush_ctx_init(ctx);
   rmx__rpc_ctx_init(ctx);
   uv_timer_init(ctx->loop, &ctx->close_timer);
   ctx->close_timer.data = ctx;
@@ -344,7 +345,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   rmx__auth_ctx_timer(ctx);
   rmx__alive_ctx_init(ctx);
   rmx__reconnect_ctx_init(ctx);
-  ctx->handles = 7;
+  ctx->handles = 9;
 
   rmx_list_init(&ctx->deferred);
   rmx_list_init(&ctx->posted);
@@ -378,6 +379,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
 err_handles:
   uv_close((uv_handle_t *)&ctx->async, NULL);
   uv_close((uv_handle_t *)&ctx->idle, NULL);
+  uv_close((uv_handle_t *)&ctx->flush_idle, NULL);
+  uv_close((uv_handle_t *)&ctx->flush_check, NULL);
   uv_close((uv_handle_t *)&ctx->rpc_timer, NULL);
   uv_close((uv_handle_t *)&ctx->close_timer, NULL);
   uv_close((uv_handle_t *)&ctx->auth_timer, NULL);
@@ -486,6 +489,8 @@ static void ctx_teardown(rmx_ctx_t *ctx)
   async_cb(&ctx->async); /* posts that raced in still run once */
   uv_close((uv_handle_t *)&ctx->async, handle_closed);
   uv_close((uv_handle_t *)&ctx->idle, handle_closed);
+  uv_close((uv_handle_t *)&ctx->flush_idle, handle_closed);
+  uv_close((uv_handle_t *)&ctx->flush_check, handle_closed);
   uv_close((uv_handle_t *)&ctx->rpc_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->close_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->auth_timer, handle_closed);

@@ -336,6 +336,8 @@ struct rmx_conn {
   rmx__tp_state_t tp_state;
   uint8_t passive, user_closed, reported, was_established, finished;
   uint8_t credit_queued, stalled, freeing;
+  uint8_t flush_queued;     /* in ctx->flushq */
+  rmx_list_t flush_link;
   int err;              /* why the connection went down */
   rmx_listener_t *listener; /* passive, while accepting */
   rmx_listener_t *from;     /* passive: the listener that made it (counted there) */
@@ -390,6 +392,9 @@ struct rmx_ctx {
   rmx_config_t cfg;
   uv_idle_t idle;
   rmx_list_t deferred;
+  rmx_list_t flushq;       /* connections with posts not yet handed over */
+  uv_idle_t flush_idle;
+  uv_check_t flush_check;
   uv_async_t async;
   uv_mutex_t post_lock;
   rmx_list_t posted;
@@ -442,6 +447,12 @@ void rmx__conn_release(rmx_conn_t *c);
 /* The op's kind decides: its class's done (the transport reported it). */
 void rmx__op_done(rmx_conn_t *c, rmx__op_t *op, int status);
 void rmx__op_fail(rmx__op_t *op, int status);
+/* What was posted on c reaches the device or socket (the transport's
+ * flush) once per loop turn: flush_later queues c for it; flush_now does it
+ * at once (before the transport is closed or finished). */
+void rmx__conn_flush_later(rmx_conn_t *c);
+void rmx__conn_flush_now(rmx_conn_t *c);
+void rmx__flush_ctx_init(rmx_ctx_t *ctx);
 
 /* ---- the connection object (src/rt/conn.c): states, the one way down, free ---- */
 rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi);

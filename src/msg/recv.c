@@ -153,7 +153,7 @@ static void start_reads(rmx_conn_t *c)
     c->rndv_reads++;
     c->rma_out++;
   }
-  c->ops->flush(c->tc);
+  rmx__conn_flush_later(c);
 }
 
 void rmx__msg_reads_resume(rmx_conn_t *c) { start_reads(c); }

@@ -164,8 +164,7 @@ void rmx__msg_progress(rmx_conn_t *c)
     c->ctx->up.reads_resume(c);
   }
 out:
-  if (c->tp_state == RMX_TPS_OPEN)
-    c->ops->flush(c->tc);
+  rmx__conn_flush_later(c);
 }
 
 /* Queue a control frame: FIN (fin), or a header with body[0..len). */

@@ -64,6 +64,7 @@ int rmx_listener_uri(rmx_listener_t *l, char *buf, size_t len)
 
 void rmx__conn_tp_close(rmx_conn_t *c)
 {
+  rmx__conn_flush_now(c); /* what was posted goes (or fails) with the rest */
   if (c->tp_state == RMX_TPS_OPEN || c->tp_state == RMX_TPS_FINISHING) {
     c->tp_state = RMX_TPS_CLOSING;
     c->ops->close(c->tc);
@@ -76,6 +77,7 @@ void rmx__conn_tp_finish(rmx_conn_t *c)
 {
   if (c->tp_state != RMX_TPS_OPEN)
     return;
+  rmx__conn_flush_now(c);
   if (!c->ops->finish) {
     rmx__conn_tp_close(c);
     return;

@@ -32,6 +32,67 @@ void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
   rmx_list_push(&ctx->deferred, &d->link);
 }
 
+/* ---- flushing ----
+ *
+ * Posting hands a frame to the transport; flushing hands what was posted to
+ * the device (one doorbell) or the socket (one write). A connection flushes
+ * once per loop turn, not once per call: the sends an application makes in
+ * one turn, and everything a batch of completions answers, go together.
+ * The check handle flushes right after the loop's I/O callbacks, where most
+ * posts come from; the idle handle flushes what timers and code outside the
+ * loop posted, at the start of the next turn, and keeps the loop from
+ * blocking (and rmx_ctx_timeout at 0) while anything waits.
+ */
+
+static void flush_all(rmx_ctx_t *ctx)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&ctx->flushq)) != NULL) {
+    rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, flush_link);
+    c->flush_queued = 0;
+    if (c->tp_state == RMX_TPS_OPEN)
+      c->ops->flush(c->tc);
+  }
+  uv_idle_stop(&ctx->flush_idle);
+  uv_check_stop(&ctx->flush_check);
+}
+
+static void flush_idle_cb(uv_idle_t *h) { flush_all(h->data); }
+static void flush_check_cb(uv_check_t *h) { flush_all(h->data); }
+
+void rmx__flush_ctx_init(rmx_ctx_t *ctx)
+{
+  rmx_list_init(&ctx->flushq);
+  uv_idle_init(ctx->loop, &ctx->flush_idle);
+  uv_check_init(ctx->loop, &ctx->flush_check);
+  ctx->flush_idle.data = ctx->flush_check.data = ctx;
+}
+
+void rmx__conn_flush_later(rmx_conn_t *c)
+{
+  rmx_ctx_t *ctx = c->ctx;
+  /* Only an open transport connection is queued; it leaves the queue
+   * (rmx__conn_flush_now) before it is closed or finished. */
+  if (c->flush_queued || c->tp_state != RMX_TPS_OPEN)
+    return;
+  if (rmx_list_empty(&ctx->flushq)) {
+    uv_idle_start(&ctx->flush_idle, flush_idle_cb);
+    uv_check_start(&ctx->flush_check, flush_check_cb);
+  }
+  c->flush_queued = 1;
+  rmx_list_push(&ctx->flushq, &c->flush_link);
+}
+
+void rmx__conn_flush_now(rmx_conn_t *c)
+{
+  if (!c->flush_queued)
+    return;
+  c->flush_queued = 0;
+  rmx_list_del(&c->flush_link);
+  if (c->tp_state == RMX_TPS_OPEN)
+    c->ops->flush(c->tc);
+}
+
 /* ---- connection references ---- */
 
 void rmx__conn_hold(rmx_conn_t *c) { c->ops_out++; }

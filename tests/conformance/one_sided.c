@@ -35,6 +35,8 @@ typedef struct world {
   int imms;
   uint32_t imm_seen[256];
   int imm_bad;
+  uint32_t order[512]; /* what the target saw, messages and immediates alike */
+  int norder;
 } world_t;
 
 static world_t W;
@@ -56,17 +58,32 @@ static void on_imm(rmx_conn_t *c, uint32_t imm, size_t len, void *arg)
   if (w->imms < 256)
     w->imm_seen[w->imms] = imm;
   w->imms++;
+  if (w->norder < 512)
+    w->order[w->norder] = imm;
+  w->norder++;
   /* the data of that write is already in place */
   pattern(want, sizeof(want), 1000 + imm);
   if (len != 64 || memcmp(w->region + (size_t)imm * 64, want, 64) != 0)
     w->imm_bad++;
 }
 
+static void target_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
+{
+  world_t *w = arg;
+  uint32_t v = UINT32_MAX;
+  if (len == sizeof(v))
+    memcpy(&v, data, sizeof(v));
+  if (w->norder < 512)
+    w->order[w->norder] = v;
+  w->norder++;
+}
+
 static void target_disconnect(rmx_conn_t *c, int status, void *arg) { srv_disconnect(c, status, &W.s); }
 
 static void accept_target(rmx_listener_t *l, rmx_conn_t *c, void *arg)
 {
-  rmx_conn_cbs_t cbs = {.on_imm = on_imm, .on_disconnect = target_disconnect};
+  rmx_conn_cbs_t cbs = {.on_recv = target_recv, .on_imm = on_imm,
+                        .on_disconnect = target_disconnect};
   W.s.conns[W.s.nconns++] = c;
   W.s.accepted++;
   W.target = c;
@@ -206,6 +223,32 @@ static void write_imm_once_each_in_order(void **state)
   /* and nothing more arrives */
   uv_run(rmx_ctx_loop(W.ctx), UV_RUN_NOWAIT);
   assert_int_equal(W.imms, N);
+  free(src);
+}
+
+/* Messages and writes with immediate made in one loop turn, mixed: the
+ * target sees them in the order they were made (they leave together, and
+ * a write must not pass a message posted before it). */
+static void messages_and_imms_keep_one_order(void **state)
+{
+  enum { N = 300 };
+  uint8_t *src = malloc(N * 64);
+  for (uint32_t i = 0; i < N; i++) {
+    if (i % 3 == 0) {
+      pattern(src + i * 64, 64, 1000 + i);
+      rmx_iov_t s = {src + i * 64, 64, NULL};
+      assert_int_equal(rmx_write_imm(W.cl.c, &s, 1, W.rk, (uint64_t)i * 64, i, op_done, &W), 0);
+    } else {
+      assert_int_equal(rmx_send(W.cl.c, &i, sizeof(i), op_done, &W), 0);
+    }
+  }
+  wait_ops(N);
+  run_until(W.ctx, &W.norder, N);
+  assert_int_equal(W.errors, 0);
+  assert_int_equal(W.imm_bad, 0);
+  for (uint32_t i = 0; i < N; i++)
+    if (W.order[i] != i)
+      fail_msg("the target's %uth arrival is %u", i, W.order[i]);
   free(src);
 }
 
@@ -524,7 +567,7 @@ int main(int argc, char **argv)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
   const struct CMUnitTest tests[] = {
     T(write_then_read_back), T(registered_local_buffers), T(write_imm_once_each_in_order),
-    T(atomics_from_several_connections), T(bad_keys_are_refused),
+    T(messages_and_imms_keep_one_order), T(atomics_from_several_connections), T(bad_keys_are_refused),
     T(out_of_bounds_and_rights_refused_locally), T(target_refuses_what_the_key_does_not_allow),
     T(stale_key_is_refused), T(refused_write_imm_returns_its_credit),
     T(cache_reuses_and_follows_unmaps),

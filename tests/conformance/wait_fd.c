@@ -1,7 +1,8 @@
 /*
  * A context driven from an epoll loop that is not libuv's, through
  * rmx_ctx_fd(), rmx_ctx_timeout() and rmx_ctx_progress() only: messages
- * and an RPC echo go both ways, a call that is never answered times out
+ * and an RPC echo go both ways (a call made outside the loop leaves
+ * rmx_ctx_timeout() at 0 until it is handed over), a call that is never answered times out
  * (so timers run when no fd is readable), the calls are refused where
  * they cannot work, and a destroy from a callback ends the context.
  *
@@ -82,6 +83,14 @@ static void messages_rpcs_and_timers(void **state)
   drive(ctx, ep, &cl.connected, 1);
   assert_int_equal(cl.connect_status, 0);
 
+  /* A call made outside the loop is handed over at its next turn: until
+   * then the caller must not sleep on the fd. */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rmx_rpc_call(cl.c, H_ECHO, "hello", 5, 0, on_reply, NULL, NULL), 0);
+    assert_int_equal(rmx_ctx_timeout(ctx), 0);
+    drive(ctx, ep, &replies, i + 1);
+  }
+
   uint8_t msg[20000]; /* above the eager size: rendezvous too */
   pattern(msg, sizeof(msg), 9);
   cl.expect_len = sizeof(msg);
@@ -91,7 +100,7 @@ static void messages_rpcs_and_timers(void **state)
   for (int i = 0; i < 20; i++)
     assert_int_equal(rmx_rpc_call(cl.c, H_ECHO, "hello", 5, 0, on_reply, NULL, NULL), 0);
   drive(ctx, ep, &cl.recvs, 50);
-  drive(ctx, ep, &replies, 20);
+  drive(ctx, ep, &replies, 23);
   assert_int_equal(cl.bad, 0);
   assert_int_equal(reply_bad, 0);
 

@@ -186,9 +186,6 @@ void tcp_reject(rmx_tp_conn_t *tc, int status)
 
 void tcp_ready(rmx_tp_conn_t *tc) { tc->ready = 1; }
 
-/* libuv writes at once; nothing is held back. */
-void tcp_flush(rmx_tp_conn_t *tc) {}
-
 /* Every TCP connection can do atomics: the target runs them. */
 unsigned tcp_caps(rmx_tp_conn_t *tc) { return RMX_TP_CAP_ATOMIC; }
 

@@ -15,17 +15,22 @@
 
 /* ---- closing ---- */
 
+static void wfail_report(rmx_tp_conn_t *tc);
+
 static void tc_handle_closed(uv_handle_t *h)
 {
   rmx_tp_conn_t *tc = h->data;
-  if (--tc->open_handles == 0)
-    tc->tp->up->closed(tc);
+  if (--tc->open_handles != 0)
+    return;
+  wfail_report(tc); /* every op is reported before CLOSED */
+  tc->tp->up->closed(tc);
 }
 
 void tcp_conn_close(rmx_tp_conn_t *tc)
 {
   if (tc->closing)
     return;
+  tcp_flush(tc); /* posted sends are written or cancelled with the rest */
   tc->closing = 1;
   if (tc->lst) {
     rmx_list_del(&tc->lst_link);
@@ -59,6 +64,7 @@ void tcp_conn_finish(rmx_tp_conn_t *tc)
     tcp_conn_close(tc);
     return;
   }
+  tcp_flush(tc);
   tc->state = TC_FINISHING;
   tc->sinking = 0; /* a payload still streaming in is dropped too */
   tc->rpos = tc->rlen = 0;
@@ -113,17 +119,15 @@ wreq_t *tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op)
   w->op = op;
   w->kind = kind;
   w->data = w->last = 0;
+  w->next = NULL;
   return w;
 }
 
-static void write_cb(uv_write_t *req, int status)
+/* One request's end; a batch's requests end one by one, in order. */
+static void wreq_done(rmx_tp_conn_t *tc, wreq_t *w, int rc)
 {
-  wreq_t *w = rmx_container_of(req, wreq_t, req);
-  rmx_tp_conn_t *tc = w->tc;
   wkind_t kind = w->kind;
   void *op = w->op;
-  int rc = rmx__uv_err(status);
-
   uint8_t data = w->data, last = w->last;
   W_PUT(tc->tp, w);
   switch (kind) {
@@ -142,12 +146,55 @@ static void write_cb(uv_write_t *req, int status)
   case W_CTRL:
     break;
   }
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+  wreq_t *w = rmx_container_of(req, wreq_t, req), *next;
+  rmx_tp_conn_t *tc = w->tc;
+  wkind_t kind = w->kind;
+  int rc = rmx__uv_err(status);
+  for (; w; w = next) {
+    next = w->next;
+    wreq_done(tc, w, rc);
+  }
   if (rc && rc != RMX_ECANCELED && kind != W_REJECT)
     tcp_fail(tc, rc);
 }
 
+/* ---- failing from the loop ---- */
+
+/* Sends of a batch libuv refused: reported failed, in order. */
+static void wfail_report(rmx_tp_conn_t *tc)
+{
+  wreq_t *w = tc->wfail, *next;
+  tc->wfail = NULL;
+  for (; w; w = next) {
+    next = w->next;
+    wreq_done(tc, w, tc->wfail_status);
+  }
+}
+
+static void fail_later_cb(uv_timer_t *t)
+{
+  rmx_tp_conn_t *tc = t->data;
+  wfail_report(tc);
+  tcp_fail(tc, tc->fail_later);
+}
+
+/* End the connection with status from the loop, not from inside the call
+ * that found the failure; the first cause is the one reported. */
+void tcp_fail_later(rmx_tp_conn_t *tc, int status)
+{
+  if (tc->closing || tc->fail_later)
+    return;
+  tc->fail_later = status;
+  uv_timer_start(&tc->timer, fail_later_cb, 0, 0);
+}
+
 int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
+  tcp_flush(tc); /* frames leave in the order they were made */
   int rc = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs, n, write_cb);
   if (rc) {
     W_PUT(tc->tp, w);
@@ -165,6 +212,7 @@ int tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
   size_t total = 0, skip;
   unsigned i = 0;
+  tcp_flush(tc);
   for (unsigned k = 0; k < n; k++)
     total += bufs[k].len;
   int r = uv_try_write((uv_stream_t *)&tc->h, bufs, n); /* EAGAIN while writes queue */
@@ -225,7 +273,46 @@ int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
     return RMX_ENOMEM;
   tf_hdr(w->hdr, (uint32_t)total, TF_MSG);
   bufs[0] = uv_buf_init((char *)w->hdr, TF_HDR);
-  return tcp_write_bufs(tc, w, bufs, (unsigned)n + 1);
+  if (tc->bq_n + (unsigned)n + 1 > TC_BATCH_BUFS)
+    tcp_flush(tc);
+  memcpy(tc->bq_bufs + tc->bq_n, bufs, ((unsigned)n + 1) * sizeof(bufs[0]));
+  tc->bq_n += (unsigned)n + 1;
+  if (tc->bq_last)
+    tc->bq_last->next = w;
+  else
+    tc->bq_first = w;
+  tc->bq_last = w;
+  return 0;
+}
+
+/*
+ * Write the sends posted since the last flush with one uv_write: one
+ * system call for all of them when the socket takes them, and one callback,
+ * which ends each in order. libuv copies a list of more than four buffers
+ * (an allocation per batch, not per message). Should it refuse the write,
+ * the batch fails from the loop and the connection with it.
+ */
+void tcp_flush(rmx_tp_conn_t *tc)
+{
+  wreq_t *w = tc->bq_first;
+  if (!w)
+    return;
+  unsigned n = tc->bq_n;
+  tc->bq_first = NULL;
+  tc->bq_n = 0;
+  int rc = uv_write(&w->req, (uv_stream_t *)&tc->h, tc->bq_bufs, n, write_cb);
+  if (rc == 0) {
+    tc->bq_last = NULL;
+    return;
+  }
+  wreq_t **tail = &tc->wfail; /* after any batch that failed before */
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = w;
+  tc->bq_last = NULL;
+  if (!tc->wfail_status)
+    tc->wfail_status = rmx__uv_err(rc);
+  tcp_fail_later(tc, tc->wfail_status);
 }
 
 /* ---- reading ---- */

@@ -214,8 +214,6 @@ int tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m)
   return 0;
 }
 
-static void cut_cb(uv_timer_t *t) { tcp_fail(t->data, RMX_EACCES); }
-
 /* Memory whose data tc's socket still has queued is going away: shut the
  * write side now, so no write reads it again (they fail with EPIPE, which
  * the library's SIGPIPE setting makes harmless), and end the connection
@@ -232,7 +230,7 @@ void tcp_cut_writes(rmx_tp_conn_t *tc)
   RMX_TP_LOG(tc->tp->env, WARN, "tcp: memory %s was reading was released while its data was being "
           "sent (a rendezvous FIN before the data arrived?): closing the connection",
           tcp_peer(tc, peer, sizeof(peer)));
-  uv_timer_start(&tc->timer, cut_cb, 0, 0);
+  tcp_fail_later(tc, RMX_EACCES);
 }
 
 /* ---- requests ---- */

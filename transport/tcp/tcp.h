@@ -28,12 +28,14 @@
 
 #define FREE_KEEP 256 /* request records kept for reuse */
 #define MEM_BUCKETS 1024
+#define TC_BATCH_BUFS 64 /* buffers one batch of sends writes (a frame takes 2 to 4) */
 
 typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT, W_RESP } wkind_t;
 
 typedef struct wreq {
   rmx_list_t link; /* first, as in rd_t and srv_t: see rec_get */
   uv_write_t req;
+  struct wreq *next; /* W_SEND: the next frame of the same batch (tcp_flush) */
   rmx_tp_conn_t *tc;
   void *op;         /* W_SEND: the core's op; W_RESP: the srv_t answered */
   wkind_t kind;
@@ -164,6 +166,14 @@ struct rmx_tp_conn {
   uint32_t chunks_out;  /* read answer chunks handed to the socket */
   uint8_t ready;       /* the core accepted the peer: serve its requests */
   uint8_t cut;         /* write side shut: memory it wrote from was released */
+  /* Sends posted since the last flush, written then with one uv_write: a
+   * chain of requests (the first's uv_write_t carries the batch) and their
+   * buffers. A batch libuv refused waits in wfail to fail from the loop. */
+  wreq_t *bq_first, *bq_last, *wfail;
+  int wfail_status;
+  int fail_later;      /* tcp_fail_later's status, until its timer runs */
+  unsigned bq_n;
+  uv_buf_t bq_bufs[TC_BATCH_BUFS];
   rmx_list_t tp_link;  /* in tp->conns */
 };
 
@@ -205,6 +215,7 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 void tcp_conn_close(rmx_tp_conn_t *tc);
 void tcp_conn_finish(rmx_tp_conn_t *tc);
 void tcp_fail(rmx_tp_conn_t *tc, int status);
+void tcp_fail_later(rmx_tp_conn_t *tc, int status);
 /* No Nagle; kernel keepalive and user timeout from the keepalive settings. */
 void tcp_sock_opts(rmx_tp_conn_t *tc);
 void tcp_proto_fail(rmx_tp_conn_t *tc, const char *why);
@@ -217,6 +228,7 @@ int tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *
 int tcp_read_start(rmx_tp_conn_t *tc);
 void tcp_sink_start(rmx_tp_conn_t *tc);
 int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
+void tcp_flush(rmx_tp_conn_t *tc);
 
 /* initiator.c */
 int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
@@ -246,7 +258,6 @@ int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size
 int tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len);
 void tcp_reject(rmx_tp_conn_t *tc, int status);
 void tcp_ready(rmx_tp_conn_t *tc);
-void tcp_flush(rmx_tp_conn_t *tc);
 unsigned tcp_caps(rmx_tp_conn_t *tc);
 
 #endif
