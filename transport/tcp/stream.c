@@ -15,14 +15,14 @@
 
 /* ---- closing ---- */
 
-static void wfail_report(rmx_tp_conn_t *tc);
+static void ended_report(rmx_tp_conn_t *tc);
 
 static void tc_handle_closed(uv_handle_t *h)
 {
   rmx_tp_conn_t *tc = h->data;
   if (--tc->open_handles != 0)
     return;
-  wfail_report(tc); /* every op is reported before CLOSED */
+  ended_report(tc); /* every op is reported before CLOSED */
   tc->tp->up->closed(tc);
 }
 
@@ -148,12 +148,15 @@ static void wreq_done(rmx_tp_conn_t *tc, wreq_t *w, int rc)
   }
 }
 
+static void ended_report(rmx_tp_conn_t *tc);
+
 static void write_cb(uv_write_t *req, int status)
 {
   wreq_t *w = rmx_container_of(req, wreq_t, req), *next;
   rmx_tp_conn_t *tc = w->tc;
   wkind_t kind = w->kind;
   int rc = rmx__uv_err(status);
+  ended_report(tc);
   for (; w; w = next) {
     next = w->next;
     wreq_done(tc, w, rc);
@@ -162,24 +165,41 @@ static void write_cb(uv_write_t *req, int status)
     tcp_fail(tc, rc);
 }
 
-/* ---- failing from the loop ---- */
+/* ---- what ends from the loop ---- */
 
-/* Sends of a batch libuv refused: reported failed, in order. */
-static void wfail_report(rmx_tp_conn_t *tc)
+/* Requests that ended without a libuv callback (written at once, or
+ * refused) are reported from the loop, in order; a write callback reports
+ * them first, since they are older than any request libuv still holds. */
+static void ended_report(rmx_tp_conn_t *tc)
 {
-  wreq_t *w = tc->wfail, *next;
-  tc->wfail = NULL;
+  wreq_t *w = tc->ended, *next;
+  tc->ended = tc->ended_last = NULL;
   for (; w; w = next) {
     next = w->next;
-    wreq_done(tc, w, tc->wfail_status);
+    wreq_done(tc, w, w->status);
   }
 }
 
-static void fail_later_cb(uv_timer_t *t)
+static void later_cb(uv_timer_t *t)
 {
   rmx_tp_conn_t *tc = t->data;
-  wfail_report(tc);
-  tcp_fail(tc, tc->fail_later);
+  ended_report(tc);
+  if (tc->fail_later)
+    tcp_fail(tc, tc->fail_later);
+}
+
+/* The chain first..last ended with status: report it from the loop. */
+static void ended_add(rmx_tp_conn_t *tc, wreq_t *first, wreq_t *last, int status)
+{
+  for (wreq_t *w = first; w; w = w->next)
+    w->status = status;
+  if (tc->ended_last)
+    tc->ended_last->next = first;
+  else
+    tc->ended = first;
+  tc->ended_last = last;
+  if (!tc->closing) /* else the handles' close reports it */
+    uv_timer_start(&tc->timer, later_cb, 0, 0);
 }
 
 /* End the connection with status from the loop, not from inside the call
@@ -189,7 +209,7 @@ void tcp_fail_later(rmx_tp_conn_t *tc, int status)
   if (tc->closing || tc->fail_later)
     return;
   tc->fail_later = status;
-  uv_timer_start(&tc->timer, fail_later_cb, 0, 0);
+  uv_timer_start(&tc->timer, later_cb, 0, 0);
 }
 
 int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
@@ -286,33 +306,40 @@ int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
 }
 
 /*
- * Write the sends posted since the last flush with one uv_write: one
- * system call for all of them when the socket takes them, and one callback,
- * which ends each in order. libuv copies a list of more than four buffers
- * (an allocation per batch, not per message). Should it refuse the write,
- * the batch fails from the loop and the connection with it.
+ * Write the sends posted since the last flush at once, with one system
+ * call, when the socket takes them all (their ends are reported from the
+ * loop); what it does not take goes through one uv_write, whose callback
+ * ends each in order. libuv copies a list of more than four buffers (an
+ * allocation per batch, not per message). A batch the socket or libuv
+ * refuses fails from the loop, and the connection with it.
  */
 void tcp_flush(rmx_tp_conn_t *tc)
 {
-  wreq_t *w = tc->bq_first;
+  wreq_t *w = tc->bq_first, *last = tc->bq_last;
+  uv_buf_t *bufs = tc->bq_bufs;
+  unsigned n = tc->bq_n, i = 0;
   if (!w)
     return;
-  unsigned n = tc->bq_n;
-  tc->bq_first = NULL;
+  tc->bq_first = tc->bq_last = NULL;
   tc->bq_n = 0;
-  int rc = uv_write(&w->req, (uv_stream_t *)&tc->h, tc->bq_bufs, n, write_cb);
-  if (rc == 0) {
-    tc->bq_last = NULL;
-    return;
+  int r = uv_try_write((uv_stream_t *)&tc->h, bufs, n);
+  if (r == UV_EAGAIN)
+    r = 0; /* writes are queued ahead, or the socket is full */
+  if (r >= 0) {
+    size_t skip = (size_t)r;
+    for (; i < n && skip >= bufs[i].len; i++)
+      skip -= bufs[i].len;
+    if (i == n) {
+      ended_add(tc, w, last, 0);
+      return;
+    }
+    bufs[i].base += skip;
+    bufs[i].len -= skip;
+    if ((r = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs + i, n - i, write_cb)) == 0)
+      return;
   }
-  wreq_t **tail = &tc->wfail; /* after any batch that failed before */
-  while (*tail)
-    tail = &(*tail)->next;
-  *tail = w;
-  tc->bq_last = NULL;
-  if (!tc->wfail_status)
-    tc->wfail_status = rmx__uv_err(rc);
-  tcp_fail_later(tc, tc->wfail_status);
+  ended_add(tc, w, last, rmx__uv_err(r));
+  tcp_fail_later(tc, rmx__uv_err(r));
 }
 
 /* ---- reading ---- */

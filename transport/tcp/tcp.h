@@ -35,8 +35,9 @@ typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT, W_RESP } wkind_t;
 typedef struct wreq {
   rmx_list_t link; /* first, as in rd_t and srv_t: see rec_get */
   uv_write_t req;
-  struct wreq *next; /* W_SEND: the next frame of the same batch (tcp_flush) */
+  struct wreq *next; /* W_SEND: the next of the same batch (tcp_flush), or of tc->ended */
   rmx_tp_conn_t *tc;
+  int status;        /* in tc->ended: how it ended */
   void *op;         /* W_SEND: the core's op; W_RESP: the srv_t answered */
   wkind_t kind;
   uint8_t data;     /* W_RESP: carries data from registered memory */
@@ -166,11 +167,11 @@ struct rmx_tp_conn {
   uint32_t chunks_out;  /* read answer chunks handed to the socket */
   uint8_t ready;       /* the core accepted the peer: serve its requests */
   uint8_t cut;         /* write side shut: memory it wrote from was released */
-  /* Sends posted since the last flush, written then with one uv_write: a
-   * chain of requests (the first's uv_write_t carries the batch) and their
-   * buffers. A batch libuv refused waits in wfail to fail from the loop. */
-  wreq_t *bq_first, *bq_last, *wfail;
-  int wfail_status;
+  /* Sends posted since the last flush, written then together: a chain of
+   * requests (the first's uv_write_t carries the batch if libuv must) and
+   * their buffers. Requests that ended without a libuv callback wait in
+   * ended for the timer to report them. */
+  wreq_t *bq_first, *bq_last, *ended, *ended_last;
   int fail_later;      /* tcp_fail_later's status, until its timer runs */
   unsigned bq_n;
   uv_buf_t bq_bufs[TC_BATCH_BUFS];
