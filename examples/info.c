@@ -88,10 +88,10 @@ int main(int argc, char **argv)
   printf("\nConfiguration%s:\n", rc ? " (an RMX_* variable did not parse; defaults shown)" : "");
   printf("  RMX_EAGER_SIZE=%u\n  RMX_RX_DEPTH=%u\n  RMX_MAX_MSG_SIZE=%" PRIu64 "\n"
          "  RMX_RNDV_DEPTH=%u\n  RMX_CONNECT_TIMEOUT_MS=%u\n  RMX_LOG=%s\n  RMX_PROGRESS=%s\n"
-         "  RMX_DEVICE=%s\n",
+         "  RMX_SPIN_US=%u\n  RMX_DEVICE=%s\n",
          cfg.eager_size, cfg.rx_depth, cfg.max_msg_size, cfg.rndv_depth, cfg.connect_timeout_ms,
          (const char *[]){"none", "error", "warn", "info", "debug", "trace"}[cfg.log_level],
-         cfg.progress == RMX_PROGRESS_POLL ? "poll" : "event",
+         (const char *[]){"event", "poll", "adaptive"}[cfg.progress], cfg.spin_us,
          cfg.device[0] ? cfg.device : "(by route)");
   printf("  RMX_RPC_MAX=%u\n  RMX_RNR_RETRY=%u\n  RMX_REGCACHE=%u\n  RMX_CLOSE_TIMEOUT_MS=%u\n"
          "  RMX_MAX_CONNS=%u\n  RMX_MAX_HANDSHAKES=%u\n  RMX_RMA_WINDOW=%u\n"

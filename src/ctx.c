@@ -69,7 +69,7 @@ static const char *const known_vars[] = {
   "RMX_CONNECT_TIMEOUT_MS", "RMX_RPC_MAX", "RMX_RNR_RETRY", "RMX_CLOSE_TIMEOUT_MS",
   "RMX_MAX_CONNS", "RMX_MAX_HANDSHAKES", "RMX_RMA_WINDOW", "RMX_KEEPALIVE_MS",
   "RMX_KEEPALIVE_TIMEOUT_MS", "RMX_RC_TIMEOUT_MS", "RMX_RC_RETRY", "RMX_LOG", "RMX_PROGRESS",
-  "RMX_DEVICE", "RMX_REGCACHE", "RMX_AUTH_SECRET_FILE",
+  "RMX_DEVICE", "RMX_REGCACHE", "RMX_AUTH_SECRET_FILE", "RMX_SPIN_US",
 };
 #define NKNOWN (sizeof(known_vars) / sizeof(known_vars[0]))
 
@@ -155,13 +155,14 @@ static void config_defaults(rmx_config_t *cfg)
   cfg->regcache = 1;
   cfg->log_level = RMX_LOG_WARN;
   cfg->progress = RMX_PROGRESS_EVENT;
+  cfg->spin_us = 100;
   cfg->size = sizeof(*cfg);
 }
 
 int rmx_config_init(rmx_config_t *cfg)
 {
   static const char *const levels[] = {"none", "error", "warn", "info", "debug", "trace"};
-  static const char *const modes[] = {"event", "poll"};
+  static const char *const modes[] = {"event", "poll", "adaptive"};
   int lvl = RMX_LOG_WARN, mode = RMX_PROGRESS_EVENT, rc = 0;
 
   if (!cfg)
@@ -185,7 +186,8 @@ int rmx_config_init(rmx_config_t *cfg)
   rc |= env_u32("RMX_RC_RETRY", 0, 6, &cfg->rc_retry);
   rc |= env_u32("RMX_REGCACHE", 0, 1, &cfg->regcache);
   rc |= env_word("RMX_LOG", levels, 6, &lvl);
-  rc |= env_word("RMX_PROGRESS", modes, 2, &mode);
+  rc |= env_word("RMX_PROGRESS", modes, 3, &mode);
+  rc |= env_u32("RMX_SPIN_US", 1, 1000000, &cfg->spin_us);
   const char *dev = getenv("RMX_DEVICE");
   if (dev)
     snprintf(cfg->device, sizeof(cfg->device), "%s", dev);
@@ -225,12 +227,12 @@ static int config_check(const rmx_config_t *c)
       c->connect_timeout_ms == 0 || c->rpc_max_inflight == 0 || c->rnr_retry > 7 ||
       c->close_timeout_ms == 0 || c->max_conns == 0 || c->max_handshakes == 0 ||
       c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX || c->rc_timeout_ms == 0 ||
-      c->rc_retry > 6 || c->regcache > 1)
+      c->rc_retry > 6 || c->regcache > 1 || c->spin_us == 0 || c->spin_us > 1000000)
     return RMX_EINVAL;
   if (c->keepalive_ms && (c->keepalive_timeout_ms < RMX_SILENCE_MIN ||
                           c->keepalive_timeout_ms < c->keepalive_ms))
     return RMX_EINVAL;
-  if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_POLL)
+  if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_ADAPTIVE)
     return RMX_EINVAL;
   return 0;
 }

@@ -40,8 +40,10 @@ RMX_API void rmx_log_set_handler(rmx_log_fn fn, void *arg);
 
 /** How completions are found. */
 typedef enum {
-  RMX_PROGRESS_EVENT = 0, /**< sleep on completion channels (default) */
-  RMX_PROGRESS_POLL = 1   /**< busy-poll every loop iteration */
+  RMX_PROGRESS_EVENT = 0,   /**< sleep on completion channels (default) */
+  RMX_PROGRESS_POLL = 1,    /**< busy-poll every loop iteration */
+  RMX_PROGRESS_ADAPTIVE = 2 /**< poll for @c spin_us after the last completion or
+                                 post, then sleep on the completion channel */
 } rmx_progress_t;
 
 /**
@@ -66,7 +68,7 @@ typedef struct rmx_config {
   uint32_t rnr_retry;          /**< RDMA receiver-not-ready retries, 0..7, 7 = forever (RMX_RNR_RETRY, 7).
                                     Flow control makes them unnecessary: 0 turns any into an error. */
   rmx_log_level_t log_level;   /**< RMX_LOG=none|error|warn|info|debug|trace (warn) */
-  rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll (event) */
+  rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll|adaptive (event) */
   char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE) */
   uint32_t close_timeout_ms;   /**< how long an orderly close may wait for the peer before the
                                     connection is cut and what is outstanding fails
@@ -137,6 +139,15 @@ typedef struct rmx_config {
    * needs from the process). Builds without RMX_MEMHOOKS have no cache.
    */
   uint32_t regcache;
+  /**
+   * Adaptive progress (@ref RMX_PROGRESS_ADAPTIVE): how long, in
+   * microseconds, the loop keeps polling the completion queues after the
+   * last completion it found or the last request it posted, before it
+   * sleeps on the completion channel (RMX_SPIN_US, 100; 1..1000000). A
+   * reply that comes within it costs no wake-up; each quiet spell costs
+   * this much CPU time. The other modes ignore it.
+   */
+  uint32_t spin_us;
 } rmx_config_t;
 
 /**

@@ -71,6 +71,15 @@ static void size_is_checked(void **state)
   cfg.size = sizeof(cfg);
   cfg.regcache = 2;
   assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), RMX_EINVAL);
+  cfg.regcache = 1;
+  cfg.spin_us = 0;
+  assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), RMX_EINVAL);
+
+  /* A caller built before spin_us existed: its garbage there is not read. */
+  cfg.size = offsetof(rmx_config_t, spin_us);
+  cfg.progress = RMX_PROGRESS_ADAPTIVE;
+  assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), 0);
+  assert_int_equal(rmx_ctx_destroy(ctx), 0);
 }
 
 /* A word variable lists what it accepts; RMX_REGCACHE is 0 or 1. */
@@ -94,7 +103,18 @@ static void env_values_are_validated(void **state)
   assert_int_equal(rmx_config_init(&cfg), RMX_EINVAL);
   unsetenv("RMX_EAGER_SIZE");
   assert_true(caught("RMX_EAGER_SIZE=-5 is not a number in"));
-  assert_int_equal(nerrors, 3); /* one line each, at error level */
+
+  setenv("RMX_PROGRESS", "adaptive", 1);
+  setenv("RMX_SPIN_US", "250", 1);
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  assert_int_equal(cfg.progress, RMX_PROGRESS_ADAPTIVE);
+  assert_int_equal(cfg.spin_us, 250);
+  setenv("RMX_SPIN_US", "0", 1);
+  assert_int_equal(rmx_config_init(&cfg), RMX_EINVAL);
+  assert_true(caught("RMX_SPIN_US=0 is not a number in [1, 1000000]"));
+  unsetenv("RMX_SPIN_US");
+  unsetenv("RMX_PROGRESS");
+  assert_int_equal(nerrors, 4); /* one line each, at error level */
 }
 
 /* main() set RMX_EAGERSIZE, RMX_BOGUS and RMX_TEST_ANYTHING before the

@@ -6,7 +6,11 @@
  * every pending CQ event (acked in batches), re-arm, then drain the CQ. A
  * completion that lands after the re-arm raises a new event, one before it
  * is drained now: none is lost. Poll mode: the CQ is drained from an idle
- * handle every loop iteration (verbs.c).
+ * handle every loop iteration (verbs.c). Adaptive mode: after a wake, and
+ * after every post, the CQ is polled from the idle handle instead, the
+ * channel left unarmed, until nothing has been found for spin_us; then it
+ * is armed and the CQ drained once more, so nothing that landed in between
+ * waits for an event that will not come.
  */
 #include <arpa/inet.h>
 #include <string.h>
@@ -24,6 +28,40 @@ void vb_cq_event(uv_poll_t *h, int status, int events)
     ibv_ack_cq_events(dev->cq, dev->unacked);
     dev->unacked = 0;
   }
+  if (dev->tp->spin_ns) {
+    vb_cq_drain(dev);
+    vb_spin(dev);
+    return;
+  }
+  ibv_req_notify_cq(dev->cq, 0);
+  vb_cq_drain(dev);
+}
+
+/* Adaptive: there was activity; poll (rather than sleep) for a while. */
+void vb_spin(vb_dev_t *dev)
+{
+  struct rmx_tp *tp = dev->tp;
+  if (!tp->spin_ns)
+    return;
+  dev->spin_until = uv_hrtime() + tp->spin_ns;
+  if (!dev->spinning) {
+    dev->spinning = 1;
+    vb_kick(tp);
+  }
+}
+
+/* Adaptive, from the idle handler after a poll that found @p found
+ * completions: go on, or arm the channel and sleep. */
+void vb_spin_poll(vb_dev_t *dev, int found)
+{
+  uint64_t now = uv_hrtime();
+  if (found) {
+    dev->spin_until = now + dev->tp->spin_ns;
+    return;
+  }
+  if (now < dev->spin_until)
+    return;
+  dev->spinning = 0;
   ibv_req_notify_cq(dev->cq, 0);
   vb_cq_drain(dev);
 }
@@ -133,16 +171,20 @@ static void on_wc(const struct ibv_wc *wc)
   complete_upto(tc, s, vb_wc_status(wc->status));
 }
 
-void vb_cq_drain(vb_dev_t *dev)
+/* Poll until the CQ is empty; returns how many completions were found. */
+int vb_cq_drain(vb_dev_t *dev)
 {
   struct ibv_wc wc[VB_POLL_BATCH];
-  int n;
-  while ((n = ibv_poll_cq(dev->cq, VB_POLL_BATCH, wc)) > 0)
+  int n, found = 0;
+  while ((n = ibv_poll_cq(dev->cq, VB_POLL_BATCH, wc)) > 0) {
+    found += n;
     for (int i = 0; i < n; i++)
       on_wc(&wc[i]);
+  }
   if (n == 0)
     dev->cq_empty_gen++; /* what was queued before this poll is all seen */
   if (n < 0)
     RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
   vb_repost_all(dev->tp);
+  return found;
 }

@@ -320,6 +320,7 @@ void vb_flush(struct rmx_tp_conn *tc)
   }
   struct ibv_send_wr *first = tc->chain;
   tc->chain = tc->chain_last = NULL;
+  vb_spin(tc->dev); /* adaptive: what this asks for may complete soon */
   int rc = ibv_post_send(tc->qp, first, &bad);
   if (rc) {
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: ibv_post_send on QP 0x%x failed: %s", tc->qp->qp_num,

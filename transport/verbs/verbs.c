@@ -18,8 +18,15 @@ static void idle_cb(uv_idle_t *h)
   int busy = 0;
 
   /* Parked connections wait for a poll that finds the CQ empty. */
-  if (tp->polling || !rmx_list_empty(&tp->parked))
-    rmx_list_foreach(n, &tp->devs) vb_cq_drain(rmx_container_of(n, vb_dev_t, link));
+  rmx_list_foreach(n, &tp->devs) {
+    vb_dev_t *dev = rmx_container_of(n, vb_dev_t, link);
+    if (tp->polling || dev->spinning || !rmx_list_empty(&tp->parked)) {
+      int found = vb_cq_drain(dev);
+      if (dev->spinning)
+        vb_spin_poll(dev, found);
+      busy |= dev->spinning;
+    }
+  }
   for (n = tp->conns.next; n != &tp->conns; n = next) {
     next = n->next;
     struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, link);
@@ -126,6 +133,7 @@ static int vb_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   tp->env = &tp->env_copy;
   tp->loop = env->loop;
   tp->polling = cfg->progress == RMX_PROGRESS_POLL;
+  tp->spin_ns = cfg->progress == RMX_PROGRESS_ADAPTIVE ? (uint64_t)cfg->spin_us * 1000 : 0;
   tp->idle_cb = idle_cb;
   tp->free_cb = tp_free;
   rmx_list_init(&tp->devs);

@@ -34,6 +34,10 @@ typedef struct vb_dev {
   unsigned unacked;
   uint64_t cq_empty_gen;   /* times a poll found the CQ empty */
   uv_poll_t chan_poll;
+  /* adaptive progress: the channel is not armed while spinning, and the
+   * idle handler polls the CQ until spin_until (uv_hrtime) passes quietly */
+  int spinning;
+  uint64_t spin_until;
   /* async events: the process's reader for this device queues them in the
    * inbox (under its lock) and wakes us; see async.c */
   struct vb_async_reader *reader;
@@ -148,6 +152,7 @@ struct rmx_tp {
   int handles;
   int finishing;
   int polling;             /* RMX_PROGRESS=poll */
+  uint64_t spin_ns;        /* RMX_PROGRESS=adaptive: spin_us in ns; else 0 */
   /* the instance's own, set by vb_init: see vb_kick and vb_tp_unlive */
   uv_idle_cb idle_cb;
   void (*free_cb)(struct rmx_tp *tp);
@@ -233,7 +238,9 @@ void vb_repost_all(struct rmx_tp *tp);
 
 /* cq.c */
 void vb_cq_event(uv_poll_t *h, int status, int events);
-void vb_cq_drain(vb_dev_t *dev);
+int vb_cq_drain(vb_dev_t *dev);
+void vb_spin(vb_dev_t *dev);
+void vb_spin_poll(vb_dev_t *dev, int found);
 
 /* async.c */
 void vb_async_open(vb_dev_t *dev);
