@@ -347,7 +347,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   rmx__auth_ctx_timer(ctx);
   rmx__alive_ctx_init(ctx);
   rmx__reconnect_ctx_init(ctx);
-  ctx->handles = 9;
+  ctx->handles = 10;
 
   rmx_list_init(&ctx->deferred);
   rmx_list_init(&ctx->posted);
@@ -382,6 +382,7 @@ err_handles:
   uv_close((uv_handle_t *)&ctx->async, NULL);
   uv_close((uv_handle_t *)&ctx->idle, NULL);
   uv_close((uv_handle_t *)&ctx->flush_idle, NULL);
+  uv_close((uv_handle_t *)&ctx->flush_prepare, NULL);
   uv_close((uv_handle_t *)&ctx->flush_check, NULL);
   uv_close((uv_handle_t *)&ctx->rpc_timer, NULL);
   uv_close((uv_handle_t *)&ctx->close_timer, NULL);
@@ -492,6 +493,7 @@ static void ctx_teardown(rmx_ctx_t *ctx)
   uv_close((uv_handle_t *)&ctx->async, handle_closed);
   uv_close((uv_handle_t *)&ctx->idle, handle_closed);
   uv_close((uv_handle_t *)&ctx->flush_idle, handle_closed);
+  uv_close((uv_handle_t *)&ctx->flush_prepare, handle_closed);
   uv_close((uv_handle_t *)&ctx->flush_check, handle_closed);
   uv_close((uv_handle_t *)&ctx->rpc_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->close_timer, handle_closed);

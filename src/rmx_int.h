@@ -394,6 +394,7 @@ struct rmx_ctx {
   rmx_list_t deferred;
   rmx_list_t flushq;       /* connections with posts not yet handed over */
   uv_idle_t flush_idle;
+  uv_prepare_t flush_prepare;
   uv_check_t flush_check;
   uv_async_t async;
   uv_mutex_t post_lock;

@@ -38,10 +38,12 @@ void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
  * the device (one doorbell) or the socket (one write). A connection flushes
  * once per loop turn, not once per call: the sends an application makes in
  * one turn, and everything a batch of completions answers, go together.
- * The check handle flushes right after the loop's I/O callbacks, where most
- * posts come from; the idle handle flushes what timers and code outside the
- * loop posted, at the start of the next turn, and keeps the loop from
- * blocking (and rmx_ctx_timeout at 0) while anything waits.
+ * Each phase of the loop that runs callbacks is followed by a flush: the
+ * check handle flushes what the I/O callbacks posted, the prepare handle
+ * what idle handlers posted (poll-mode completions) just before the loop
+ * polls, and the idle handle what timers and code outside the loop posted;
+ * it also keeps the loop from blocking (and rmx_ctx_timeout at 0) while
+ * anything waits.
  */
 
 static void flush_all(rmx_ctx_t *ctx)
@@ -54,18 +56,21 @@ static void flush_all(rmx_ctx_t *ctx)
       c->ops->flush(c->tc);
   }
   uv_idle_stop(&ctx->flush_idle);
+  uv_prepare_stop(&ctx->flush_prepare);
   uv_check_stop(&ctx->flush_check);
 }
 
 static void flush_idle_cb(uv_idle_t *h) { flush_all(h->data); }
+static void flush_prepare_cb(uv_prepare_t *h) { flush_all(h->data); }
 static void flush_check_cb(uv_check_t *h) { flush_all(h->data); }
 
 void rmx__flush_ctx_init(rmx_ctx_t *ctx)
 {
   rmx_list_init(&ctx->flushq);
   uv_idle_init(ctx->loop, &ctx->flush_idle);
+  uv_prepare_init(ctx->loop, &ctx->flush_prepare);
   uv_check_init(ctx->loop, &ctx->flush_check);
-  ctx->flush_idle.data = ctx->flush_check.data = ctx;
+  ctx->flush_idle.data = ctx->flush_prepare.data = ctx->flush_check.data = ctx;
 }
 
 void rmx__conn_flush_later(rmx_conn_t *c)
@@ -77,6 +82,7 @@ void rmx__conn_flush_later(rmx_conn_t *c)
     return;
   if (rmx_list_empty(&ctx->flushq)) {
     uv_idle_start(&ctx->flush_idle, flush_idle_cb);
+    uv_prepare_start(&ctx->flush_prepare, flush_prepare_cb);
     uv_check_start(&ctx->flush_check, flush_check_cb);
   }
   c->flush_queued = 1;

@@ -43,23 +43,38 @@ void vb_spin(vb_dev_t *dev)
   struct rmx_tp *tp = dev->tp;
   if (!tp->spin_ns)
     return;
-  dev->spin_until = uv_hrtime() + tp->spin_ns;
+  dev->spin_active = 1;
   if (!dev->spinning) {
     dev->spinning = 1;
+    dev->spin_quiet = 0;
+    dev->spin_empty = 0;
     vb_kick(tp);
   }
 }
 
-/* Adaptive, from the idle handler after a poll that found @p found
- * completions: go on, or arm the channel and sleep. */
+/*
+ * Adaptive, from the idle handler after a poll that found @p found
+ * completions: go on, or arm the channel and sleep once it has been quiet
+ * for spin_ns. The clock is read once per VB_SPIN_CHECK empty polls, not
+ * per poll: where the clock source is slow (an emulated HPET costs about
+ * 9 us a read) reading it every time would be most of the spin.
+ */
 void vb_spin_poll(vb_dev_t *dev, int found)
 {
-  uint64_t now = uv_hrtime();
-  if (found) {
-    dev->spin_until = now + dev->tp->spin_ns;
+  if (found || dev->spin_active) {
+    dev->spin_active = 0;
+    dev->spin_quiet = 0;
+    dev->spin_empty = 0;
     return;
   }
-  if (now < dev->spin_until)
+  if (++dev->spin_empty % VB_SPIN_CHECK)
+    return;
+  uint64_t now = uv_hrtime();
+  if (!dev->spin_quiet) {
+    dev->spin_quiet = now;
+    return;
+  }
+  if (now - dev->spin_quiet < dev->tp->spin_ns)
     return;
   dev->spinning = 0;
   ibv_req_notify_cq(dev->cq, 0);

@@ -12,6 +12,7 @@
 #define VB_BOUNCE 64       /* per send slot: frames too big to inline, with no lkey */
 #define VB_SIG_EVERY 16    /* at most this many unsignaled sends in a row */
 #define VB_POLL_BATCH 32
+#define VB_SPIN_CHECK 16   /* adaptive: empty polls per clock read */
 #define VB_ACK_EVERY 64    /* CQ events acknowledged in batches: acking locks */
 #define VB_INLINE_WANT 256
 /* Devices differ in how much they inline: a QP asks for these in turn until
@@ -35,9 +36,11 @@ typedef struct vb_dev {
   uint64_t cq_empty_gen;   /* times a poll found the CQ empty */
   uv_poll_t chan_poll;
   /* adaptive progress: the channel is not armed while spinning, and the
-   * idle handler polls the CQ until spin_until (uv_hrtime) passes quietly */
+   * idle handler polls the CQ until it has been quiet for spin_ns */
   int spinning;
-  uint64_t spin_until;
+  int spin_active;         /* a post since the last poll */
+  uint32_t spin_empty;     /* empty polls since the last activity */
+  uint64_t spin_quiet;     /* uv_hrtime when quiet was first seen; 0: not yet */
   /* async events: the process's reader for this device queues them in the
    * inbox (under its lock) and wakes us; see async.c */
   struct vb_async_reader *reader;
