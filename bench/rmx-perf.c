@@ -1,222 +1,863 @@
 /*
- * rmx-perf: latency and bandwidth of rmx messages, reported like perftest.
+ * rmx-perf: latency, bandwidth and message rate of rmx, measured the way
+ * perftest's ib_*_lat/bw and ucx_perftest measure, so the figures can sit
+ * beside theirs (bench/compare runs them together).
  *
- *   rmx-perf server URI
- *   rmx-perf lat URI SIZE ITERS      ping-pong; prints one-way latency
- *                                     (half the round trip), median and p99
- *   rmx-perf bw  URI SIZE ITERS      streams ITERS messages, WINDOW (64) in
- *                                     flight; prints MB/s once the server has
- *                                     counted every byte
+ *   rmx-perf server [URI]
+ *   rmx-perf client URI [-t TEST] [-s SIZES | -a] [-n ITERS] [-w WARMUP]
+ *                       [-W WINDOW] [-c CONNS] [--json] [--progress-ms MS]
  *
- * One line of results on stdout, "key=value" pairs, for scripts.
+ * The client tells the server what comes through a control RPC; messages
+ * and one-sided operations then run as a user would run them: rmx_send
+ * (small messages copied into a pool buffer, large ones zero-copy by
+ * rendezvous), rmx_rpc_call, and rmx_write/rmx_read/rmx_atomic_fadd from
+ * registered memory. Every byte is checked (the check is outside the timed
+ * part), and any failure exits 1.
  */
 #include <rmx/rmx.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <uv.h>
 
 #include "tool.h"
+#include "perf_clock.h"
 
-#define WINDOW 64
-#define TAG_LAT 'L'
-#define TAG_BW 'B'
-#define TAG_END 'E'
+enum { H_ECHO = 1, H_CTL = 2 };                   /* RPC handlers of the server */
+enum { CTL_ECHO, CTL_SINK, CTL_SINK_END, CTL_MEM, CTL_MEM_SUM, CTL_MEM_FREE };
+
+typedef struct ctl {
+  uint32_t cmd, window;
+  uint64_t size;
+} ctl_t;
+
+typedef struct sink_report {
+  uint64_t msgs, bytes, bad;
+} sink_report_t;
+
+/* The byte at offset off of a region or buffer whose contents are checked. */
+static uint8_t pattern_at(uint64_t off) { return (uint8_t)(off * 131 + 7); }
+
+static void pattern_fill(uint8_t *p, size_t len)
+{
+  for (size_t i = 0; i < len; i++)
+    p[i] = pattern_at(i);
+}
+
+static uint64_t pattern_sum(const uint8_t *p, size_t len) /* FNV-1a */
+{
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
 
 static rmx_ctx_t *ctx;
 
-static double now_us(void)
+/* ------------------------------------------------------------------ */
+/* server                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct srv {
+  struct srv *next;  /* every connection's, for the control RPC to find */
+  rmx_conn_t *c;
+  int sink;          /* count (and check) messages instead of echoing them */
+  uint32_t window;   /* sink: the client sends from this many buffers in turn */
+  sink_report_t rep;
+  uint8_t *region;   /* CTL_MEM */
+  size_t region_len;
+  rmx_mem_t *mem;
+} srv_t;
+
+static srv_t *srv_all;
+
+static srv_t *srv_of(rmx_conn_t *c)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+  srv_t *s = srv_all;
+  while (s && s->c != c)
+    s = s->next;
+  return s;
 }
 
-/* ---- server ---- */
+static void srv_mem_free(srv_t *s)
+{
+  if (s->mem)
+    rmx_mem_dereg(s->mem);
+  free(s->region);
+  s->mem = NULL;
+  s->region = NULL;
+}
 
-typedef struct srv_conn {
-  uint64_t bytes, msgs;
-} srv_conn_t;
-
-static void free_sent(rmx_conn_t *c, int st, void *arg) { free(arg); }
-static void srv_closed(rmx_conn_t *c, void *arg) { free(arg); }
-
+/* Echo: the same bytes back. Sink: buffer k of the client's window holds
+ * the byte k throughout. */
 static void srv_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
 {
-  srv_conn_t *s = arg;
-  char tag = len ? *(const char *)data : TAG_LAT;
-  if (tag == TAG_BW) {
-    s->bytes += len;
-    s->msgs++;
-  } else if (tag == TAG_END) {
-    uint64_t reply[2] = {s->msgs, s->bytes};
-    void *r = malloc(sizeof(reply));
-    memcpy(r, reply, sizeof(reply));
-    rmx_send(c, r, sizeof(reply), free_sent, r);
-    s->bytes = s->msgs = 0;
-  } else { /* ping: answer with the same bytes */
-    void *copy = len > 4096 ? malloc(len) : NULL;
-    if (copy)
-      memcpy(copy, data, len);
-    rmx_send(c, copy ? copy : data, len, free_sent, copy);
+  srv_t *s = arg;
+  if (s->sink) {
+    const uint8_t *p = data, want = (uint8_t)(s->rep.msgs % s->window);
+    s->rep.bad += len && (p[0] != want || p[len / 2] != want || p[len - 1] != want);
+    s->rep.msgs++;
+    s->rep.bytes += len;
+    return;
   }
+  /* From a pool buffer: data is only valid during this call, and a large
+   * message goes by rendezvous, read after it returns. */
+  rmx_buf_t *b;
+  if (rmx_buf_get(ctx, len ? len : 1, &b) != 0) {
+    fprintf(stderr, "rmx-perf server: no buffer to echo %zu bytes\n", len);
+    return;
+  }
+  memcpy(rmx_buf_data(b), data, len);
+  if (rmx_send_buf(c, b, len, NULL, NULL) != 0) {
+    rmx_buf_put(b);
+    fprintf(stderr, "rmx-perf server: cannot echo %zu bytes\n", len);
+  }
+}
+
+static void srv_echo(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
+{
+  rmx_rpc_reply(req, data, len);
+}
+
+static void srv_ctl(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
+{
+  srv_t *s = srv_of(rmx_rpc_req_conn(req));
+  ctl_t m;
+  if (len != sizeof(m) || !s) {
+    rmx_rpc_reply_error(req, RMX_EINVAL);
+    return;
+  }
+  memcpy(&m, data, sizeof(m));
+  switch (m.cmd) {
+  case CTL_ECHO:
+  case CTL_SINK:
+    s->sink = m.cmd == CTL_SINK;
+    s->window = m.window ? m.window : 1;
+    memset(&s->rep, 0, sizeof(s->rep));
+    rmx_rpc_reply(req, NULL, 0);
+    return;
+  case CTL_SINK_END:
+    s->sink = 0;
+    rmx_rpc_reply(req, &s->rep, sizeof(s->rep));
+    return;
+  case CTL_MEM: {
+    uint8_t blob[RMX_RKEY_MAX];
+    size_t blen = sizeof(blob);
+    srv_mem_free(s);
+    s->region_len = m.size < 8 ? 8 : (size_t)m.size;
+    s->region = aligned_alloc(64, (s->region_len + 63) & ~(size_t)63);
+    if (!s->region) {
+      rmx_rpc_reply_error(req, RMX_ENOMEM);
+      return;
+    }
+    if (m.window) /* reads and atomics find the pattern; writes must put it there */
+      pattern_fill(s->region, s->region_len);
+    else
+      memset(s->region, 0, s->region_len);
+    int rc = rmx_mem_reg(ctx, s->region, s->region_len,
+                         RMX_MEM_LOCAL | RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE |
+                             RMX_MEM_REMOTE_ATOMIC, &s->mem);
+    if (rc == 0)
+      rc = rmx_mem_pack(s->mem, blob, &blen);
+    if (rc) {
+      srv_mem_free(s);
+      rmx_rpc_reply_error(req, rc);
+      return;
+    }
+    rmx_rpc_reply(req, blob, blen);
+    return;
+  }
+  case CTL_MEM_SUM: {
+    size_t n = m.size < s->region_len ? (size_t)m.size : s->region_len;
+    uint64_t sum = s->region ? pattern_sum(s->region, n) : 0;
+    rmx_rpc_reply(req, &sum, sizeof(sum));
+    return;
+  }
+  case CTL_MEM_FREE:
+    srv_mem_free(s);
+    rmx_rpc_reply(req, NULL, 0);
+    return;
+  }
+  rmx_rpc_reply_error(req, RMX_EINVAL);
+}
+
+static void srv_closed(rmx_conn_t *c, void *arg)
+{
+  srv_t *s = arg, **p = &srv_all;
+  while (*p != s)
+    p = &(*p)->next;
+  *p = s->next;
+  srv_mem_free(s);
+  free(s);
 }
 
 static void srv_disc(rmx_conn_t *c, int st, void *arg) { rmx_conn_close(c, srv_closed, arg); }
 
 static void srv_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
 {
+  srv_t *s = calloc(1, sizeof(*s));
   rmx_conn_cbs_t cbs = {.on_recv = srv_recv, .on_disconnect = srv_disc};
-  rmx_conn_set_cbs(c, &cbs, calloc(1, sizeof(srv_conn_t)));
+  if (!s) {
+    rmx_conn_close(c, NULL, NULL);
+    return;
+  }
+  s->c = c;
+  s->next = srv_all;
+  srv_all = s;
+  rmx_conn_set_cbs(c, &cbs, s);
 }
 
-/* ---- client ---- */
+static void on_signal(uv_signal_t *h, int signum) { rmx_ctx_stop(ctx); }
 
-typedef struct cli {
+static int run_server(const char *uri)
+{
+  rmx_listener_t *l;
+  char bound[128];
+  uv_signal_t sig[2];
+  int rc = rmx_rpc_register(ctx, H_ECHO, srv_echo, NULL);
+  if (rc == 0)
+    rc = rmx_rpc_register(ctx, H_CTL, srv_ctl, NULL);
+  if (rc == 0)
+    rc = rmx_listen(ctx, uri, srv_accept, NULL, &l);
+  if (rc == 0)
+    rc = rmx_listener_uri(l, bound, sizeof(bound));
+  if (rc) {
+    fprintf(stderr, "rmx-perf: cannot serve on %s: %s\n", uri, rmx_strerror(rc));
+    return 1;
+  }
+  printf("listening on %s\n", bound);
+  fflush(stdout);
+  for (int i = 0; i < 2; i++) {
+    uv_signal_init(rmx_ctx_loop(ctx), &sig[i]);
+    uv_signal_start(&sig[i], on_signal, i ? SIGINT : SIGTERM);
+    uv_unref((uv_handle_t *)&sig[i]);
+  }
+  rmx_ctx_run(ctx);
+  for (int i = 0; i < 2; i++)
+    uv_close((uv_handle_t *)&sig[i], NULL);
+  rmx_listener_close(l);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* client                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef enum { K_SEND, K_RPC, K_WRITE, K_READ, K_ATOMIC } kind_t;
+
+typedef struct test {
+  const char *name;
+  kind_t kind;
+  int lat;           /* one at a time, each timed; else WINDOW in flight */
+  int rate;          /* report messages per second (default size 64) */
+} test_t;
+
+static const test_t tests[] = {
+  {"send_lat", K_SEND, 1, 0},  {"send_bw", K_SEND, 0, 0},   {"send_rate", K_SEND, 0, 1},
+  {"rpc_lat", K_RPC, 1, 0},    {"rpc_rate", K_RPC, 0, 1},   {"write_lat", K_WRITE, 1, 0},
+  {"write_bw", K_WRITE, 0, 0}, {"read_lat", K_READ, 1, 0},  {"read_bw", K_READ, 0, 0},
+  {"atomic_lat", K_ATOMIC, 1, 0},
+};
+
+typedef struct pconn {
   rmx_conn_t *c;
-  int mode, failed, done;
+  int up;
+  uint8_t *buf;      /* source or destination; send_bw/rate: WINDOW slots */
+  rmx_mem_t *mem;    /* buf registered (one-sided tests) */
+  rmx_rkey_t *rk;    /* the server's region */
+  long todo, inflight;
+  uint64_t seq;      /* messages sent since CTL_SINK */
+  uint64_t t_issue;  /* the op in flight (latency tests) */
+  uint64_t old, prev_old;
+  int have_old;
+} pconn_t;
+
+static struct run {
+  const test_t *t;
   size_t size;
-  long iters, sent, completed, recvd;
-  uint8_t *msg;
-  double t0, start, *lat;
-  uint64_t ack_msgs, ack_bytes;
-} cli_t;
+  long window;
+  int nconn, failed;
+  pconn_t *pc;
+  long done, total;     /* this phase */
+  int measuring, *phase_done;
+  double *samples;      /* latency tests, us */
+  long nsamples;
+  int ctl_done, ctl_status;
+  uint8_t ctl_reply[RMX_RKEY_MAX + 32];
+  size_t ctl_len;
+} R;
 
-static void cli_send(cli_t *k);
-
-static void cli_sent(rmx_conn_t *c, int st, void *arg)
+static void fail(const char *what, int st)
 {
-  cli_t *k = arg;
-  if (st) {
-    fprintf(stderr, "rmx-perf: send failed: %s\n", rmx_strerror(st));
-    k->failed = 1;
-    return;
-  }
-  k->completed++;
-  if (k->mode == TAG_BW)
-    cli_send(k);
+  if (!R.failed)
+    fprintf(stderr, "rmx-perf: %s: %s\n", what, st ? rmx_strerror(st) : "wrong data");
+  R.failed = 1;
+  rmx_ctx_stop(ctx);
 }
 
-static void cli_send(cli_t *k)
+static void pump(pconn_t *p);
+
+/* One operation of p ended (the sample is taken first). */
+static void op_end(pconn_t *p, int st, const char *what)
 {
-  if (k->mode == TAG_LAT) {
-    k->t0 = now_us();
-    if (rmx_send(k->c, k->msg, k->size, cli_sent, k))
-      k->failed = 1;
+  uint64_t now = perf_ticks();
+  p->inflight--;
+  if (st) {
+    fail(what, st);
     return;
   }
-  while (k->sent < k->iters && k->sent - k->completed < WINDOW) {
-    if (rmx_send(k->c, k->msg, k->size, cli_sent, k)) {
-      k->failed = 1;
-      return;
+  if (R.measuring && R.t->lat)
+    R.samples[R.nsamples++] =
+        perf_ns(p->t_issue, now) / 1000.0 / (R.t->kind == K_SEND ? 2.0 : 1.0);
+  if (++R.done == R.total) {
+    *R.phase_done = 1;
+    rmx_ctx_stop(ctx);
+  } else {
+    pump(p);
+  }
+}
+
+/* A small message's bytes are checked whole, a large one's at its ends. */
+static int same_bytes(const uint8_t *a, const uint8_t *b, size_t len)
+{
+  if (len <= 4096)
+    return memcmp(a, b, len) == 0;
+  return memcmp(a, b, 2048) == 0 && memcmp(a + len - 2048, b + len - 2048, 2048) == 0 &&
+         a[len / 2] == b[len / 2];
+}
+
+static void on_sent(rmx_conn_t *c, int st, void *arg) { op_end(arg, st, "send"); }
+
+static void on_echo(rmx_conn_t *c, const void *data, size_t len, void *arg)
+{
+  pconn_t *p = arg;
+  if (!R.t || R.t->kind != K_SEND || !R.t->lat || p->inflight != 1) {
+    fail("a message nobody asked for", 0);
+    return;
+  }
+  op_end(p, 0, "echo"); /* timed first; p->buf does not change meanwhile */
+  if (len != R.size || !same_bytes(data, p->buf, len))
+    fail("echo", 0);
+}
+
+static void on_rpc(rmx_conn_t *c, int st, const void *data, size_t len, void *arg)
+{
+  pconn_t *p = arg;
+  if (st == 0 && (len != R.size || !same_bytes(data, p->buf, len)))
+    fail("rpc reply", 0);
+  op_end(p, st, "rpc");
+}
+
+static void on_op(rmx_conn_t *c, int st, void *arg)
+{
+  pconn_t *p = arg;
+  if (st == 0 && R.t->kind == K_ATOMIC) {
+    if (p->have_old && p->old != p->prev_old + 1)
+      fail("atomic fetch-add returned a value out of sequence", 0);
+    p->prev_old = p->old;
+    p->have_old = 1;
+  }
+  if (st == 0 && R.t->kind == K_READ && R.t->lat) {
+    uint8_t want[3] = {pattern_at(0), pattern_at(R.size / 2), pattern_at(R.size - 1)};
+    if (p->buf[0] != want[0] || p->buf[R.size / 2] != want[1] || p->buf[R.size - 1] != want[2])
+      fail("read", 0);
+  }
+  op_end(p, st, R.t->kind == K_ATOMIC ? "atomic" : R.t->kind == K_READ ? "read" : "write");
+}
+
+static int start(pconn_t *p)
+{
+  size_t n = R.size;
+  rmx_iov_t iov = {p->buf, n, p->mem};
+  int rc = 0;
+  if (R.t->kind == K_READ && R.t->lat) /* must be written again by this read */
+    p->buf[0] = p->buf[n / 2] = p->buf[n - 1] = (uint8_t)~pattern_at(0);
+  p->todo--;
+  p->inflight++;
+  p->t_issue = perf_ticks();
+  switch (R.t->kind) {
+  case K_SEND:
+    if (R.t->lat) {
+      rc = rmx_send(p->c, p->buf, n, NULL, NULL);
+    } else {
+      uint8_t *slot = p->buf + (p->seq % (uint64_t)R.window) * n;
+      rc = rmx_send(p->c, slot, n, on_sent, p);
     }
-    k->sent++;
+    p->seq++;
+    break;
+  case K_RPC:
+    rc = rmx_rpc_call(p->c, H_ECHO, p->buf, n, 0, on_rpc, p, NULL);
+    break;
+  case K_WRITE:
+    rc = rmx_write(p->c, &iov, 1, p->rk, 0, on_op, p);
+    break;
+  case K_READ:
+    rc = rmx_read(p->c, &iov, 1, p->rk, 0, on_op, p);
+    break;
+  case K_ATOMIC:
+    rc = rmx_atomic_fadd(p->c, p->rk, 0, 1, &p->old, on_op, p);
+    break;
   }
-  if (k->sent == k->iters && k->completed == k->iters && !k->done) {
-    static const char end = TAG_END;
-    k->done = 1;
-    rmx_send(k->c, &end, 1, NULL, NULL);
+  if (rc) {
+    p->inflight--;
+    fail(R.t->name, rc);
   }
+  return rc;
 }
 
-static void cli_closed(rmx_conn_t *c, void *arg) { rmx_ctx_stop(ctx); }
-
-static void cli_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
+static void pump(pconn_t *p)
 {
-  cli_t *k = arg;
-  if (k->mode == TAG_LAT) {
-    k->lat[k->recvd++] = (now_us() - k->t0) / 2;
-    if (k->recvd == k->iters)
-      rmx_conn_close(c, cli_closed, k);
-    else
-      cli_send(k);
-  } else if (len == 16) {
-    memcpy(&k->ack_msgs, data, 8);
-    memcpy(&k->ack_bytes, (const uint8_t *)data + 8, 8);
-    k->t0 = now_us();
-    rmx_conn_close(c, cli_closed, k);
+  long window = R.t->lat ? 1 : R.window;
+  while (!R.failed && p->todo > 0 && p->inflight < window)
+    if (start(p) != 0)
+      return;
+}
+
+/* Run the loop until a callback stops it (every op of the phase ended, a
+ * control reply came, or something failed) and *until holds. */
+static void run_until(const int *until)
+{
+  while (!*until && !R.failed) {
+    long before = R.done;
+    int ctl_before = R.ctl_done;
+    rmx_ctx_run(ctx);
+    if (!*until && !R.failed && R.done == before && R.ctl_done == ctl_before)
+      fail("the loop stopped with work outstanding", RMX_EIO);
   }
 }
 
-static void cli_disc(rmx_conn_t *c, int st, void *arg)
+static void phase(long iters, int measuring)
 {
-  ((cli_t *)arg)->failed = 1;
-  rmx_conn_close(c, cli_closed, arg);
+  int all_done = iters == 0;
+  R.done = 0;
+  R.total = iters;
+  R.measuring = measuring;
+  R.phase_done = &all_done;
+  for (int i = 0; i < R.nconn; i++)
+    R.pc[i].todo = iters / R.nconn + (i < iters % R.nconn);
+  for (int i = 0; i < R.nconn && !R.failed; i++)
+    pump(&R.pc[i]);
+  run_until(&all_done);
+  R.phase_done = NULL;
 }
 
-static void cli_connected(rmx_conn_t *c, int st, void *arg)
+/* ---- control ---- */
+
+static void on_ctl(rmx_conn_t *c, int st, const void *data, size_t len, void *arg)
 {
-  cli_t *k = arg;
-  rmx_conn_cbs_t cbs = {.on_recv = cli_recv, .on_disconnect = cli_disc};
-  if (st) {
-    fprintf(stderr, "rmx-perf: connect: %s\n", rmx_strerror(st));
-    k->failed = 1;
-    rmx_conn_close(c, cli_closed, k);
-    return;
+  R.ctl_done = 1;
+  R.ctl_status = st;
+  R.ctl_len = len < sizeof(R.ctl_reply) ? len : sizeof(R.ctl_reply);
+  memcpy(R.ctl_reply, data, R.ctl_len);
+  rmx_ctx_stop(ctx);
+}
+
+/* A control RPC to p's server connection, answered before this returns. */
+static int ctl(pconn_t *p, uint32_t cmd, uint32_t window, uint64_t size)
+{
+  ctl_t m = {.cmd = cmd, .window = window, .size = size};
+  R.ctl_done = 0;
+  int rc = rmx_rpc_call(p->c, H_CTL, &m, sizeof(m), 0, on_ctl, NULL, NULL);
+  if (rc) {
+    fail("control call", rc);
+    return rc;
   }
-  rmx_conn_set_cbs(c, &cbs, k);
-  k->start = now_us();
-  cli_send(k);
+  run_until(&R.ctl_done);
+  if (!R.failed && R.ctl_status)
+    fail("control call", R.ctl_status);
+  return R.failed ? -1 : 0;
 }
 
-static int cmp(const void *a, const void *b)
+/* ---- one test at one size ---- */
+
+typedef struct result {
+  double mb_s, mmsg_s;
+  double mean, p50, p99, p999, min, max;
+} result_t;
+
+static int cmp_double(const void *a, const void *b)
 {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
+static double pct(double q) /* of the sorted samples */
+{
+  long i = (long)(q * (double)R.nsamples);
+  return R.samples[i < R.nsamples ? i : R.nsamples - 1];
+}
+
+/* Buffers, registrations and the server's side for R.t at R.size. */
+static int setup(pconn_t *p)
+{
+  int sink = R.t->kind == K_SEND && !R.t->lat;
+  size_t n = R.size, slots = sink ? (size_t)R.window : 1;
+  p->buf = aligned_alloc(64, (slots * n + 63) & ~(size_t)63);
+  if (!p->buf) {
+    fail("buffers", RMX_ENOMEM);
+    return -1;
+  }
+  p->seq = 0;
+  p->have_old = 0;
+  if (sink) /* slot k holds the byte k, which the server checks */
+    for (size_t k = 0; k < slots; k++)
+      memset(p->buf + k * n, (int)(uint8_t)k, n);
+  else if (R.t->kind == K_READ)
+    memset(p->buf, 0, n);
+  else
+    pattern_fill(p->buf, n);
+  switch (R.t->kind) {
+  case K_SEND:
+    return ctl(p, R.t->lat ? CTL_ECHO : CTL_SINK, (uint32_t)R.window, 0);
+  case K_RPC:
+    return 0;
+  default:
+    break;
+  }
+  int rc = rmx_mem_reg(ctx, p->buf, n, RMX_MEM_LOCAL, &p->mem);
+  if (rc) {
+    fail("registering the local buffer", rc);
+    return -1;
+  }
+  /* reads find the pattern there; writes must put it there */
+  if (ctl(p, CTL_MEM, R.t->kind == K_WRITE ? 0 : 1, n) != 0)
+    return -1;
+  if ((rc = rmx_rkey_unpack(p->c, R.ctl_reply, R.ctl_len, &p->rk)) != 0) {
+    fail("the server's key", rc);
+    return -1;
+  }
+  return 0;
+}
+
+/* What the server saw, checked; then everything of setup() released. */
+static void finish(pconn_t *p, uint64_t iters)
+{
+  if (!R.failed && R.t->kind == K_SEND && !R.t->lat && ctl(p, CTL_SINK_END, 0, 0) == 0) {
+    sink_report_t rep;
+    memcpy(&rep, R.ctl_reply, sizeof(rep));
+    if (R.ctl_len != sizeof(rep) || rep.msgs != p->seq || rep.bytes != p->seq * R.size ||
+        rep.bad) {
+      fprintf(stderr, "rmx-perf: the server counted %llu messages, %llu bytes, %llu wrong; "
+              "%llu were sent\n", (unsigned long long)rep.msgs, (unsigned long long)rep.bytes,
+              (unsigned long long)rep.bad, (unsigned long long)p->seq);
+      fail("send", 0);
+    }
+  }
+  if (!R.failed && R.t->kind == K_WRITE && ctl(p, CTL_MEM_SUM, 0, R.size) == 0) {
+    uint64_t sum;
+    memcpy(&sum, R.ctl_reply, sizeof(sum));
+    if (R.ctl_len != sizeof(sum) || sum != pattern_sum(p->buf, R.size))
+      fail("write: the server's region is not what was written", 0);
+  }
+  if (!R.failed && R.t->kind == K_READ)
+    for (size_t i = 0; i < R.size; i++)
+      if (p->buf[i] != pattern_at(i)) {
+        fail("read: the buffer is not what the server holds", 0);
+        break;
+      }
+  if (!R.failed && R.t->kind == K_ATOMIC && p->have_old == 0 && iters)
+    fail("atomic", 0);
+  if (p->rk) {
+    rmx_rkey_release(p->rk);
+    if (!R.failed)
+      ctl(p, CTL_MEM_FREE, 0, 0);
+  }
+  if (p->mem)
+    rmx_mem_dereg(p->mem);
+  free(p->buf);
+  p->buf = NULL;
+  p->mem = NULL;
+  p->rk = NULL;
+}
+
+static int run_test(const test_t *t, size_t size, long iters, long warmup, result_t *res)
+{
+  R.t = t;
+  R.size = size;
+  R.nsamples = 0;
+  for (int i = 0; i < R.nconn && !R.failed; i++)
+    setup(&R.pc[i]);
+  if (!R.failed && warmup)
+    phase(warmup, 0);
+  uint64_t t0 = perf_ticks();
+  if (!R.failed)
+    phase(iters, 1);
+  uint64_t t1 = perf_ticks();
+  for (int i = 0; i < R.nconn; i++)
+    finish(&R.pc[i], (uint64_t)(iters + warmup));
+  if (t->kind == K_SEND && !t->lat)
+    t1 = perf_ticks(); /* the servers have confirmed every byte */
+  R.t = NULL;
+  if (R.failed)
+    return -1;
+  double secs = perf_ns(t0, t1) / 1e9;
+  memset(res, 0, sizeof(*res));
+  res->mb_s = (double)size * (double)iters / secs / 1e6;
+  res->mmsg_s = (double)iters / secs / 1e6;
+  if (t->lat && R.nsamples) {
+    double sum = 0;
+    qsort(R.samples, (size_t)R.nsamples, sizeof(double), cmp_double);
+    for (long i = 0; i < R.nsamples; i++)
+      sum += R.samples[i];
+    res->mean = sum / (double)R.nsamples;
+    res->p50 = pct(0.5);
+    res->p99 = pct(0.99);
+    res->p999 = pct(0.999);
+    res->min = R.samples[0];
+    res->max = R.samples[R.nsamples - 1];
+  }
+  return 0;
+}
+
+/* ---- connections ---- */
+
+static int connected_count, closed_count;
+
+static void on_connected(rmx_conn_t *c, int st, void *arg)
+{
+  pconn_t *p = arg;
+  if (st) {
+    fail("connect", st);
+    return;
+  }
+  p->up = 1;
+  if (++connected_count == R.nconn)
+    rmx_ctx_stop(ctx);
+}
+
+static void on_disconnect(rmx_conn_t *c, int st, void *arg)
+{
+  ((pconn_t *)arg)->up = 0;
+  fail("the server went away", st ? st : RMX_ECONNRESET);
+}
+
+static void on_closed(rmx_conn_t *c, void *arg)
+{
+  if (++closed_count == R.nconn)
+    rmx_ctx_stop(ctx);
+}
+
+/* ---- output ---- */
+
+static const char *progress_name(void)
+{
+  rmx_config_t cfg;
+  rmx_config_init(&cfg);
+  return (const char *[]){"event", "poll", "adaptive"}[cfg.progress % 3];
+}
+
+static void report(int json, const char *transport, long iters, long warmup, const result_t *r)
+{
+  const test_t *t = R.t;
+  long window = t->lat ? 1 : R.window;
+  if (json) {
+    printf("{\"test\":\"%s\",\"transport\":\"%s\",\"progress\":\"%s\",\"size\":%zu,"
+           "\"iters\":%ld,\"warmup\":%ld,\"window\":%ld,\"conns\":%d,",
+           t->name, transport, progress_name(), R.size, iters, warmup, window, R.nconn);
+    if (t->lat)
+      printf("\"lat_kind\":\"%s\",\"lat_us\":{\"mean\":%.3f,\"p50\":%.3f,\"p99\":%.3f,"
+             "\"p999\":%.3f,\"min\":%.3f,\"max\":%.3f},\"mb_s\":null,\"mmsg_s\":null}\n",
+             t->kind == K_SEND ? "one_way" : "round_trip", r->mean, r->p50, r->p99, r->p999,
+             r->min, r->max);
+    else
+      printf("\"lat_kind\":null,\"lat_us\":null,\"mb_s\":%.6g,\"mmsg_s\":%.6g}\n", r->mb_s,
+             r->mmsg_s);
+  } else if (t->lat) {
+    printf("%-10s %9zu %8ld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", t->name, R.size, iters,
+           r->mean, r->p50, r->p99, r->p999, r->min, r->max);
+  } else {
+    printf("%-10s %9zu %8ld %12.2f %10.4f\n", t->name, R.size, iters, r->mb_s, r->mmsg_s);
+  }
+  fflush(stdout);
+}
+
+static void header(int json, const char *transport)
+{
+  if (json)
+    return;
+  printf("# rmx-perf %s over %s, progress %s, %d connection%s%s\n", R.t->name, transport,
+         progress_name(), R.nconn, R.nconn == 1 ? "" : "s",
+         R.t->lat ? (R.t->kind == K_SEND ? "; latency one way (half the round trip), us"
+                                        : "; latency of the whole operation, us")
+                  : "");
+  if (R.t->lat)
+    printf("%-10s %9s %8s %9s %9s %9s %9s %9s %9s\n", "test", "bytes", "iters", "mean", "p50",
+           "p99", "p99.9", "min", "max");
+  else
+    printf("%-10s %9s %8s %12s %10s\n", "test", "bytes", "iters", "MB/s", "Mmsg/s");
+}
+
+static uv_timer_t progress_timer;
+
+static void on_progress(uv_timer_t *h)
+{
+  if (R.t && R.measuring)
+    fprintf(stderr, "rmx-perf: %s %zu B: %ld of %ld\n", R.t->name, R.size, R.done, R.total);
+}
+
+/* ---- main ---- */
+
 static const char usage[] =
-    "usage: rmx-perf server URI\n"
-    "       rmx-perf lat URI SIZE ITERS   ping-pong latency of SIZE-byte messages\n"
-    "       rmx-perf bw URI SIZE ITERS    one-way bandwidth of SIZE-byte messages\n";
+    "usage: rmx-perf server [URI]            serve clients (default tcp://127.0.0.1:0)\n"
+    "       rmx-perf client URI [options]    measure against a server\n"
+    "  -t, --test NAME       send_lat (default), send_bw, send_rate, rpc_lat, rpc_rate,\n"
+    "                        write_lat, write_bw, read_lat, read_bw, atomic_lat\n"
+    "  -s, --size LIST       sizes in bytes, comma-separated, K/M suffixes (default 8;\n"
+    "                        65536 for *_bw, 64 for *_rate; atomics are always 8)\n"
+    "  -a, --all             every power of two from 2 B to 8 MiB\n"
+    "  -n, --iters N         measured iterations per size (default 10000 for latency,\n"
+    "                        20000 for rates, 5000 for bandwidth; fewer above 64 KiB)\n"
+    "  -w, --warmup N        iterations run first, not measured (default n/10, >= 100)\n"
+    "  -W, --window N        operations in flight per connection for *_bw, *_rate (64)\n"
+    "  -c, --conns N         connections; iterations are spread over them (1)\n"
+    "      --json            one JSON object per size instead of the table\n"
+    "      --progress-ms MS  a progress line on stderr this often (1000; 0: none)\n"
+    "  -h, --help            this text\n"
+    "Latency: send_lat is one way (half the round trip, as ib_send_lat); rpc_lat is the\n"
+    "whole call; write_lat, read_lat and atomic_lat from post to completion. Bandwidth\n"
+    "in MB/s (10^6 bytes), send_bw until the server has counted every byte.\n"
+    "RMX_PROGRESS=event|poll|adaptive chooses how completions are waited for.\n";
+
+static size_t parse_sizes(const char *list, size_t *out, size_t max)
+{
+  size_t n = 0;
+  char *copy = strdup(list), *save = NULL;
+  for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+    if (n == max)
+      tool_bad("at most %zu sizes", max);
+    out[n++] = (size_t)tool_num("a size", s, 1, 64ull << 20);
+  }
+  free(copy);
+  if (n == 0)
+    tool_bad("no size in '%s'", list);
+  return n;
+}
 
 int main(int argc, char **argv)
 {
-  int first = tool_options(argc, argv, usage), n = argc - first;
-  char **op = argv + first;
-  int server = n >= 1 && strcmp(op[0], "server") == 0;
-  if (n < 1 || (!server && strcmp(op[0], "lat") && strcmp(op[0], "bw")))
-    tool_bad("server, lat or bw");
-  if (server ? n != 2 : n != 4)
-    tool_bad(server ? "server takes a URI" : "%s takes a URI, a SIZE and ITERS", op[0]);
-  size_t size = server ? 0 : (size_t)tool_num("SIZE", op[2], 1, 1ull << 40);
-  long iters = server ? 0 : (long)tool_num("ITERS", op[3], 1, 1000000000);
-  if (rmx_ctx_create(&ctx, NULL, NULL))
+  static const struct option opts[] = {
+    {"test", required_argument, NULL, 't'},   {"size", required_argument, NULL, 's'},
+    {"all", no_argument, NULL, 'a'},          {"iters", required_argument, NULL, 'n'},
+    {"warmup", required_argument, NULL, 'w'}, {"window", required_argument, NULL, 'W'},
+    {"conns", required_argument, NULL, 'c'},  {"json", no_argument, NULL, 'j'},
+    {"progress-ms", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+  const test_t *t = &tests[0];
+  size_t sizes[64], nsizes = 0;
+  long iters = -1, warmup = -1, progress_ms = 1000;
+  int json = 0, ch;
+  const char *slash = strrchr(argv[0], '/');
+  tool_name = slash ? slash + 1 : argv[0];
+  tool_usage_text = usage;
+  R.window = 64;
+  R.nconn = 1;
+  opterr = 0;
+  while ((ch = getopt_long(argc, argv, "t:s:an:w:W:c:h", opts, NULL)) != -1) {
+    switch (ch) {
+    case 't':
+      t = NULL;
+      for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+        if (strcmp(optarg, tests[i].name) == 0)
+          t = &tests[i];
+      if (!t)
+        tool_bad("no test '%s'", optarg);
+      break;
+    case 's': nsizes = parse_sizes(optarg, sizes, 64); break;
+    case 'a':
+      for (nsizes = 0; nsizes < 23; nsizes++)
+        sizes[nsizes] = (size_t)2 << nsizes;
+      break;
+    case 'n': iters = (long)tool_num("-n", optarg, 1, 1000000000); break;
+    case 'w': warmup = (long)tool_num("-w", optarg, 0, 1000000000); break;
+    case 'W': R.window = (long)tool_num("-W", optarg, 1, 1024); break;
+    case 'c': R.nconn = (int)tool_num("-c", optarg, 1, 256); break;
+    case 'j': json = 1; break;
+    case 'p': progress_ms = (long)tool_num("--progress-ms", optarg, 0, 3600000); break;
+    case 'h': fputs(usage, stdout); return 0;
+    default: tool_bad("unknown option or missing value '%s'", argv[optind - 1]);
+    }
+  }
+  int nops = argc - optind;
+  char **op = argv + optind;
+  int server = nops >= 1 && strcmp(op[0], "server") == 0;
+  if (nops < 1 || (!server && strcmp(op[0], "client") != 0))
+    tool_bad("server or client");
+  if (server ? nops > 2 : nops != 2)
+    tool_bad(server ? "server takes at most a URI" : "client takes a URI");
+  int rc = rmx_ctx_create(&ctx, NULL, NULL);
+  if (rc) {
+    fprintf(stderr, "rmx-perf: %s\n", rmx_strerror(rc));
     return 1;
+  }
   if (server) {
-    rmx_listener_t *l;
-    char u[128];
-    if (rmx_listen(ctx, op[1], srv_accept, NULL, &l) || rmx_listener_uri(l, u, sizeof(u)))
-      return 1;
-    printf("listening on %s\n", u);
-    fflush(stdout);
+    rc = run_server(nops == 2 ? op[1] : "tcp://127.0.0.1:0");
+    rmx_ctx_destroy(ctx);
+    return rc;
+  }
+
+  if (t->kind == K_ATOMIC) {
+    sizes[0] = 8;
+    nsizes = 1;
+  } else if (nsizes == 0) {
+    sizes[0] = t->lat ? 8 : t->rate ? 64 : 65536;
+    nsizes = 1;
+  }
+  perf_clock_init();
+  R.pc = calloc((size_t)R.nconn, sizeof(pconn_t));
+  long most = iters > 0 ? iters : 20000;
+  R.samples = calloc((size_t)most, sizeof(double));
+  if (!R.pc || !R.samples)
+    return 1;
+  rmx_conn_cbs_t cbs = {.on_recv = on_echo, .on_disconnect = on_disconnect};
+  for (int i = 0; i < R.nconn && !R.failed; i++) {
+    if ((rc = rmx_connect(ctx, op[1], on_connected, &R.pc[i], &R.pc[i].c)) != 0) {
+      fail("connect", rc);
+      break;
+    }
+    rmx_conn_set_cbs(R.pc[i].c, &cbs, &R.pc[i]);
+  }
+  while (!R.failed && connected_count < R.nconn)
     rmx_ctx_run(ctx);
-    return 0;
+  const char *transport = R.failed ? "" : rmx_conn_transport(R.pc[0].c);
+  uv_timer_init(rmx_ctx_loop(ctx), &progress_timer);
+  if (progress_ms) {
+    uv_timer_start(&progress_timer, on_progress, (uint64_t)progress_ms, (uint64_t)progress_ms);
+    uv_unref((uv_handle_t *)&progress_timer);
   }
-  cli_t k = {.mode = strcmp(op[0], "bw") == 0 ? TAG_BW : TAG_LAT, .size = size, .iters = iters};
-  k.msg = calloc(1, k.size);
-  k.lat = calloc((size_t)k.iters, sizeof(double));
-  if (!k.msg || !k.lat) {
-    fprintf(stderr, "rmx-perf: no memory for %ld iterations of %zu bytes\n", iters, size);
-    return 1;
+
+  for (size_t k = 0; k < nsizes && !R.failed; k++) {
+    size_t size = sizes[k];
+    long n = iters > 0 ? iters : t->lat ? 10000 : t->rate ? 20000 : 5000;
+    if (iters <= 0 && size > 65536) /* about as many bytes as 64 KiB takes, at least 100 */
+      n = n / (long)(size / 65536) > 100 ? n / (long)(size / 65536) : 100;
+    long w = warmup >= 0 ? warmup : n / 10 > 100 ? n / 10 : 100;
+    result_t res;
+    if (n > most)
+      n = most;
+    if (run_test(t, size, n, w, &res) != 0)
+      break;
+    R.t = t;
+    R.size = size;
+    if (k == 0)
+      header(json, transport);
+    report(json, transport, n, w, &res);
+    R.t = NULL;
   }
-  k.msg[0] = (uint8_t)k.mode;
-  if (rmx_connect(ctx, op[1], cli_connected, &k, &k.c))
-    return 1;
-  rmx_ctx_run(ctx);
-  if (k.failed)
-    return 1;
-  if (k.mode == TAG_LAT) {
-    qsort(k.lat, (size_t)k.iters, sizeof(double), cmp);
-    printf("rmx-perf lat size=%zu iters=%ld median_us=%.2f p99_us=%.2f\n", k.size, k.iters,
-           k.lat[k.iters / 2], k.lat[k.iters * 99 / 100]);
-  } else {
-    double secs = (k.t0 - k.start) / 1e6;
-    printf("rmx-perf bw size=%zu iters=%ld mb_s=%.1f msgs=%llu\n", k.size, k.iters,
-           (double)k.ack_bytes / secs / 1e6, (unsigned long long)k.ack_msgs);
+
+  uv_close((uv_handle_t *)&progress_timer, NULL);
+  for (int i = 0; i < R.nconn; i++)
+    if (R.pc[i].c)
+      rmx_conn_close(R.pc[i].c, on_closed, NULL);
+  while (closed_count < R.nconn) {
+    int before = closed_count;
+    rmx_ctx_run(ctx);
+    if (closed_count == before)
+      break;
   }
-  free(k.msg);
-  free(k.lat);
-  rmx_ctx_destroy(ctx);
-  return 0;
+  rc = rmx_ctx_destroy(ctx);
+  free(R.pc);
+  free(R.samples);
+  if (rc)
+    fprintf(stderr, "rmx-perf: destroying the context: %s\n", rmx_strerror(rc));
+  return R.failed || rc ? 1 : 0;
 }

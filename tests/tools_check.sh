@@ -40,12 +40,14 @@ refuse rmx-echo server "$u" extra
 refuse rmx-echo bogus "$u"
 refuse rmx-echo --bogus
 refuse rmx-perf
-refuse rmx-perf lat "$u" 10 0
-refuse rmx-perf lat "$u" abc 10
-refuse rmx-perf lat "$u" 0 10
-refuse rmx-perf lat "$u" 10
-refuse rmx-perf bw "$u" 10 -5
-refuse rmx-perf server
+refuse rmx-perf client
+refuse rmx-perf client "$u" -s 0
+refuse rmx-perf client "$u" -s 10,abc
+refuse rmx-perf client "$u" -n 0
+refuse rmx-perf client "$u" -W -5
+refuse rmx-perf client "$u" -t frob
+refuse rmx-perf client "$u" extra
+refuse rmx-perf server "$u" extra
 refuse rmx-perf frob "$u"
 refuse rmx-kv
 refuse rmx-kv get "$u"
