@@ -23,221 +23,9 @@
 #include "tool.h"
 #include "perf_clock.h"
 
-enum { H_ECHO = 1, H_CTL = 2 };                   /* RPC handlers of the server */
-enum { CTL_ECHO, CTL_SINK, CTL_SINK_END, CTL_MEM, CTL_MEM_SUM, CTL_MEM_FREE };
-
-typedef struct ctl {
-  uint32_t cmd, window;
-  uint64_t size;
-} ctl_t;
-
-typedef struct sink_report {
-  uint64_t msgs, bytes, bad;
-} sink_report_t;
-
-/* The byte at offset off of a region or buffer whose contents are checked. */
-static uint8_t pattern_at(uint64_t off) { return (uint8_t)(off * 131 + 7); }
-
-static void pattern_fill(uint8_t *p, size_t len)
-{
-  for (size_t i = 0; i < len; i++)
-    p[i] = pattern_at(i);
-}
-
-static uint64_t pattern_sum(const uint8_t *p, size_t len) /* FNV-1a */
-{
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
+#include "perf.h"
 
 static rmx_ctx_t *ctx;
-
-/* ------------------------------------------------------------------ */
-/* server                                                             */
-/* ------------------------------------------------------------------ */
-
-typedef struct srv {
-  struct srv *next;  /* every connection's, for the control RPC to find */
-  rmx_conn_t *c;
-  int sink;          /* count (and check) messages instead of echoing them */
-  uint32_t window;   /* sink: the client sends from this many buffers in turn */
-  sink_report_t rep;
-  uint8_t *region;   /* CTL_MEM */
-  size_t region_len;
-  rmx_mem_t *mem;
-} srv_t;
-
-static srv_t *srv_all;
-
-static srv_t *srv_of(rmx_conn_t *c)
-{
-  srv_t *s = srv_all;
-  while (s && s->c != c)
-    s = s->next;
-  return s;
-}
-
-static void srv_mem_free(srv_t *s)
-{
-  if (s->mem)
-    rmx_mem_dereg(s->mem);
-  free(s->region);
-  s->mem = NULL;
-  s->region = NULL;
-}
-
-/* Echo: the same bytes back. Sink: buffer k of the client's window holds
- * the byte k throughout. */
-static void srv_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
-{
-  srv_t *s = arg;
-  if (s->sink) {
-    const uint8_t *p = data, want = (uint8_t)(s->rep.msgs % s->window);
-    s->rep.bad += len && (p[0] != want || p[len / 2] != want || p[len - 1] != want);
-    s->rep.msgs++;
-    s->rep.bytes += len;
-    return;
-  }
-  /* From a pool buffer: data is only valid during this call, and a large
-   * message goes by rendezvous, read after it returns. */
-  rmx_buf_t *b;
-  if (rmx_buf_get(ctx, len ? len : 1, &b) != 0) {
-    fprintf(stderr, "rmx-perf server: no buffer to echo %zu bytes\n", len);
-    return;
-  }
-  memcpy(rmx_buf_data(b), data, len);
-  if (rmx_send_buf(c, b, len, NULL, NULL) != 0) {
-    rmx_buf_put(b);
-    fprintf(stderr, "rmx-perf server: cannot echo %zu bytes\n", len);
-  }
-}
-
-static void srv_echo(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
-{
-  rmx_rpc_reply(req, data, len);
-}
-
-static void srv_ctl(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
-{
-  srv_t *s = srv_of(rmx_rpc_req_conn(req));
-  ctl_t m;
-  if (len != sizeof(m) || !s) {
-    rmx_rpc_reply_error(req, RMX_EINVAL);
-    return;
-  }
-  memcpy(&m, data, sizeof(m));
-  switch (m.cmd) {
-  case CTL_ECHO:
-  case CTL_SINK:
-    s->sink = m.cmd == CTL_SINK;
-    s->window = m.window ? m.window : 1;
-    memset(&s->rep, 0, sizeof(s->rep));
-    rmx_rpc_reply(req, NULL, 0);
-    return;
-  case CTL_SINK_END:
-    s->sink = 0;
-    rmx_rpc_reply(req, &s->rep, sizeof(s->rep));
-    return;
-  case CTL_MEM: {
-    uint8_t blob[RMX_RKEY_MAX];
-    size_t blen = sizeof(blob);
-    srv_mem_free(s);
-    s->region_len = m.size < 8 ? 8 : (size_t)m.size;
-    s->region = aligned_alloc(64, (s->region_len + 63) & ~(size_t)63);
-    if (!s->region) {
-      rmx_rpc_reply_error(req, RMX_ENOMEM);
-      return;
-    }
-    if (m.window) /* reads and atomics find the pattern; writes must put it there */
-      pattern_fill(s->region, s->region_len);
-    else
-      memset(s->region, 0, s->region_len);
-    int rc = rmx_mem_reg(ctx, s->region, s->region_len,
-                         RMX_MEM_LOCAL | RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE |
-                             RMX_MEM_REMOTE_ATOMIC, &s->mem);
-    if (rc == 0)
-      rc = rmx_mem_pack(s->mem, blob, &blen);
-    if (rc) {
-      srv_mem_free(s);
-      rmx_rpc_reply_error(req, rc);
-      return;
-    }
-    rmx_rpc_reply(req, blob, blen);
-    return;
-  }
-  case CTL_MEM_SUM: {
-    size_t n = m.size < s->region_len ? (size_t)m.size : s->region_len;
-    uint64_t sum = s->region ? pattern_sum(s->region, n) : 0;
-    rmx_rpc_reply(req, &sum, sizeof(sum));
-    return;
-  }
-  case CTL_MEM_FREE:
-    srv_mem_free(s);
-    rmx_rpc_reply(req, NULL, 0);
-    return;
-  }
-  rmx_rpc_reply_error(req, RMX_EINVAL);
-}
-
-static void srv_closed(rmx_conn_t *c, void *arg)
-{
-  srv_t *s = arg, **p = &srv_all;
-  while (*p != s)
-    p = &(*p)->next;
-  *p = s->next;
-  srv_mem_free(s);
-  free(s);
-}
-
-static void srv_disc(rmx_conn_t *c, int st, void *arg) { rmx_conn_close(c, srv_closed, arg); }
-
-static void srv_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
-{
-  srv_t *s = calloc(1, sizeof(*s));
-  rmx_conn_cbs_t cbs = {.on_recv = srv_recv, .on_disconnect = srv_disc};
-  if (!s) {
-    rmx_conn_close(c, NULL, NULL);
-    return;
-  }
-  s->c = c;
-  s->next = srv_all;
-  srv_all = s;
-  rmx_conn_set_cbs(c, &cbs, s);
-}
-
-static void on_signal(uv_signal_t *h, int signum) { rmx_ctx_stop(ctx); }
-
-static int run_server(const char *uri)
-{
-  rmx_listener_t *l;
-  char bound[128];
-  uv_signal_t sig[2];
-  int rc = rmx_rpc_register(ctx, H_ECHO, srv_echo, NULL);
-  if (rc == 0)
-    rc = rmx_rpc_register(ctx, H_CTL, srv_ctl, NULL);
-  if (rc == 0)
-    rc = rmx_listen(ctx, uri, srv_accept, NULL, &l);
-  if (rc == 0)
-    rc = rmx_listener_uri(l, bound, sizeof(bound));
-  if (rc) {
-    fprintf(stderr, "rmx-perf: cannot serve on %s: %s\n", uri, rmx_strerror(rc));
-    return 1;
-  }
-  printf("listening on %s\n", bound);
-  fflush(stdout);
-  for (int i = 0; i < 2; i++) {
-    uv_signal_init(rmx_ctx_loop(ctx), &sig[i]);
-    uv_signal_start(&sig[i], on_signal, i ? SIGINT : SIGTERM);
-    uv_unref((uv_handle_t *)&sig[i]);
-  }
-  rmx_ctx_run(ctx);
-  for (int i = 0; i < 2; i++)
-    uv_close((uv_handle_t *)&sig[i], NULL);
-  rmx_listener_close(l);
-  return 0;
-}
 
 /* ------------------------------------------------------------------ */
 /* client                                                             */
@@ -470,11 +258,6 @@ static int ctl(pconn_t *p, uint32_t cmd, uint32_t window, uint64_t size)
 
 /* ---- one test at one size ---- */
 
-typedef struct result {
-  double mb_s, mmsg_s;
-  double mean, p50, p99, p999, min, max;
-} result_t;
-
 static int cmp_double(const void *a, const void *b)
 {
   double x = *(const double *)a, y = *(const double *)b;
@@ -570,7 +353,7 @@ static void finish(pconn_t *p, uint64_t iters)
   p->rk = NULL;
 }
 
-static int run_test(const test_t *t, size_t size, long iters, long warmup, result_t *res)
+static int run_test(const test_t *t, size_t size, long iters, long warmup, perf_result_t *res)
 {
   R.t = t;
   R.size = size;
@@ -591,7 +374,6 @@ static int run_test(const test_t *t, size_t size, long iters, long warmup, resul
   if (R.failed)
     return -1;
   double secs = perf_ns(t0, t1) / 1e9;
-  memset(res, 0, sizeof(*res));
   res->mb_s = (double)size * (double)iters / secs / 1e6;
   res->mmsg_s = (double)iters / secs / 1e6;
   if (t->lat && R.nsamples) {
@@ -635,56 +417,6 @@ static void on_closed(rmx_conn_t *c, void *arg)
 {
   if (++closed_count == R.nconn)
     rmx_ctx_stop(ctx);
-}
-
-/* ---- output ---- */
-
-static const char *progress_name(void)
-{
-  rmx_config_t cfg;
-  rmx_config_init(&cfg);
-  return (const char *[]){"event", "poll", "adaptive"}[cfg.progress % 3];
-}
-
-static void report(int json, const char *transport, long iters, long warmup, const result_t *r)
-{
-  const test_t *t = R.t;
-  long window = t->lat ? 1 : R.window;
-  if (json) {
-    printf("{\"test\":\"%s\",\"transport\":\"%s\",\"progress\":\"%s\",\"size\":%zu,"
-           "\"iters\":%ld,\"warmup\":%ld,\"window\":%ld,\"conns\":%d,",
-           t->name, transport, progress_name(), R.size, iters, warmup, window, R.nconn);
-    if (t->lat)
-      printf("\"lat_kind\":\"%s\",\"lat_us\":{\"mean\":%.3f,\"p50\":%.3f,\"p99\":%.3f,"
-             "\"p999\":%.3f,\"min\":%.3f,\"max\":%.3f},\"mb_s\":null,\"mmsg_s\":null}\n",
-             t->kind == K_SEND ? "one_way" : "round_trip", r->mean, r->p50, r->p99, r->p999,
-             r->min, r->max);
-    else
-      printf("\"lat_kind\":null,\"lat_us\":null,\"mb_s\":%.6g,\"mmsg_s\":%.6g}\n", r->mb_s,
-             r->mmsg_s);
-  } else if (t->lat) {
-    printf("%-10s %9zu %8ld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", t->name, R.size, iters,
-           r->mean, r->p50, r->p99, r->p999, r->min, r->max);
-  } else {
-    printf("%-10s %9zu %8ld %12.2f %10.4f\n", t->name, R.size, iters, r->mb_s, r->mmsg_s);
-  }
-  fflush(stdout);
-}
-
-static void header(int json, const char *transport)
-{
-  if (json)
-    return;
-  printf("# rmx-perf %s over %s, progress %s, %d connection%s%s\n", R.t->name, transport,
-         progress_name(), R.nconn, R.nconn == 1 ? "" : "s",
-         R.t->lat ? (R.t->kind == K_SEND ? "; latency one way (half the round trip), us"
-                                        : "; latency of the whole operation, us")
-                  : "");
-  if (R.t->lat)
-    printf("%-10s %9s %8s %9s %9s %9s %9s %9s %9s\n", "test", "bytes", "iters", "mean", "p50",
-           "p99", "p99.9", "min", "max");
-  else
-    printf("%-10s %9s %8s %12s %10s\n", "test", "bytes", "iters", "MB/s", "Mmsg/s");
 }
 
 static uv_timer_t progress_timer;
@@ -790,7 +522,7 @@ int main(int argc, char **argv)
     return 1;
   }
   if (server) {
-    rc = run_server(nops == 2 ? op[1] : "tcp://127.0.0.1:0");
+    rc = perf_server(ctx, nops == 2 ? op[1] : "tcp://127.0.0.1:0");
     rmx_ctx_destroy(ctx);
     return rc;
   }
@@ -831,17 +563,16 @@ int main(int argc, char **argv)
     if (iters <= 0 && size > 65536) /* about as many bytes as 64 KiB takes, at least 100 */
       n = n / (long)(size / 65536) > 100 ? n / (long)(size / 65536) : 100;
     long w = warmup >= 0 ? warmup : n / 10 > 100 ? n / 10 : 100;
-    result_t res;
     if (n > most)
       n = most;
+    perf_result_t res = {.test = t->name, .lat = t->lat, .one_way = t->kind == K_SEND,
+                         .transport = transport, .size = size, .iters = n, .warmup = w,
+                         .window = t->lat ? 1 : R.window, .conns = R.nconn};
     if (run_test(t, size, n, w, &res) != 0)
       break;
-    R.t = t;
-    R.size = size;
     if (k == 0)
-      header(json, transport);
-    report(json, transport, n, w, &res);
-    R.t = NULL;
+      perf_header(json, &res);
+    perf_report(json, &res);
   }
 
   uv_close((uv_handle_t *)&progress_timer, NULL);

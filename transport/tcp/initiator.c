@@ -31,7 +31,8 @@ static rd_t *pend_new(rmx_tp_conn_t *tc, uint8_t kind, void *op)
 
 /* A request that will be answered: its pending entry (*out, for the caller
  * to complete: no answer comes before the loop runs again) and its frame,
- * with a write's data (r->len bytes) after it. */
+ * with a write's data (r->len bytes) after it, in the batch the owner's
+ * flush writes (after the sends posted before it). */
 static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *data, void *op,
                      rd_t **out)
 {
@@ -48,11 +49,7 @@ static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *d
   size_t head = tf_req_put(w->hdr, kind, r);
   uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)head),
                       uv_buf_init((char *)(uintptr_t)data, (unsigned)r->len)};
-  int rc = tcp_write_bufs(tc, w, bufs, kind == TF_WR_REQ && r->len ? 2 : 1);
-  if (rc) {
-    RD_PUT(tc->tp, rd);
-    return rc;
-  }
+  tcp_batch_add(tc, w, bufs, kind == TF_WR_REQ && r->len ? 2 : 1);
   rmx_list_push(&tc->rd_pending, &rd->link);
   *out = rd;
   return 0;

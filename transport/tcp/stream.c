@@ -293,16 +293,22 @@ int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
     return RMX_ENOMEM;
   tf_hdr(w->hdr, (uint32_t)total, TF_MSG);
   bufs[0] = uv_buf_init((char *)w->hdr, TF_HDR);
-  if (tc->bq_n + (unsigned)n + 1 > TC_BATCH_BUFS)
+  tcp_batch_add(tc, w, bufs, (unsigned)n + 1);
+  return 0;
+}
+
+/* A frame for the batch the owner's next flush writes (n <= 4 buffers). */
+void tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n)
+{
+  if (tc->bq_n + n > TC_BATCH_BUFS)
     tcp_flush(tc);
-  memcpy(tc->bq_bufs + tc->bq_n, bufs, ((unsigned)n + 1) * sizeof(bufs[0]));
-  tc->bq_n += (unsigned)n + 1;
+  memcpy(tc->bq_bufs + tc->bq_n, bufs, n * sizeof(bufs[0]));
+  tc->bq_n += n;
   if (tc->bq_last)
     tc->bq_last->next = w;
   else
     tc->bq_first = w;
   tc->bq_last = w;
-  return 0;
 }
 
 /*

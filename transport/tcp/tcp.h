@@ -230,6 +230,7 @@ int tcp_read_start(rmx_tp_conn_t *tc);
 void tcp_sink_start(rmx_tp_conn_t *tc);
 int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
 void tcp_flush(rmx_tp_conn_t *tc);
+void tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n);
 
 /* initiator.c */
 int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
