@@ -21,7 +21,11 @@ static void idle_cb(uv_idle_t *h)
   rmx_list_foreach(n, &tp->devs) {
     vb_dev_t *dev = rmx_container_of(n, vb_dev_t, link);
     if (tp->polling || dev->spinning || !rmx_list_empty(&tp->parked)) {
+      /* Polling: a few more looks at an empty CQ before going back to the
+       * loop, whose turn (an epoll_wait among it) costs far more than one. */
       int found = vb_cq_drain(dev);
+      for (int i = 0; !found && i < VB_POLL_SPIN && (tp->polling || dev->spinning); i++)
+        found = vb_cq_drain(dev);
       if (dev->spinning)
         vb_spin_poll(dev, found);
       busy |= dev->spinning;

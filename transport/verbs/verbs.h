@@ -13,6 +13,7 @@
 #define VB_SIG_EVERY 16    /* at most this many unsignaled sends in a row */
 #define VB_POLL_BATCH 32
 #define VB_SPIN_CHECK 16   /* adaptive: empty polls per clock read */
+#define VB_POLL_SPIN 32    /* poll and adaptive: empty polls per loop turn */
 #define VB_ACK_EVERY 64    /* CQ events acknowledged in batches: acking locks */
 #define VB_INLINE_WANT 256
 /* Devices differ in how much they inline: a QP asks for these in turn until
