@@ -49,6 +49,8 @@ typedef struct perf_result {
   double mean, p50, p99, p999, min, max;   /* latency tests, us */
 } perf_result_t;
 
+/* mean, percentiles, min and max of n > 0 latency samples (reordered) */
+void perf_latency(perf_result_t *r, double *a, long n);
 void perf_header(int json, const perf_result_t *r);
 void perf_report(int json, const perf_result_t *r);
 

@@ -1,11 +1,77 @@
 /*
- * rmx-perf's output: a table for people, or one JSON object per line for
- * scripts (the fields bench/compare and tests/perf_check.sh read).
+ * rmx-perf's output: latency statistics, and a table for people or one JSON
+ * object per line for scripts (the fields bench/compare and
+ * tests/perf_check.sh read).
  */
 #include <rmx/rmx.h>
 #include <stdio.h>
 
 #include "perf.h"
+
+/*
+ * Percentiles by selection, not sorting: after select(a, lo, hi, k), a[k]
+ * holds what a sort would put there, nothing before it is larger and
+ * nothing after it smaller. Linear on average where a sort is n log n: a
+ * latency run's samples are taken per round trip, and their processing
+ * should not show up in a count of instructions per round trip.
+ */
+static void select_kth(double *a, long lo, long hi, long k) /* [lo, hi) */
+{
+  while (hi - lo > 1) {
+    double pv = a[lo + (hi - lo) / 2];
+    long i = lo, j = hi - 1;
+    while (i <= j) {
+      while (a[i] < pv)
+        i++;
+      while (a[j] > pv)
+        j--;
+      if (i <= j) {
+        double t = a[i];
+        a[i++] = a[j];
+        a[j--] = t;
+      }
+    }
+    /* [lo, j] <= pv <= [i, hi), and anything between equals pv */
+    if (k <= j)
+      hi = j + 1;
+    else if (k >= i)
+      lo = i;
+    else
+      return;
+  }
+}
+
+/* The q quantile of the n samples a, selecting from @p from on: everything
+ * before it has been selected already and is no larger. */
+static long pct_at(double *a, long n, double q, long from)
+{
+  long i = (long)(q * (double)n);
+  if (i >= n)
+    i = n - 1;
+  if (i < from)
+    i = from;
+  select_kth(a, from, n, i);
+  return i;
+}
+
+void perf_latency(perf_result_t *r, double *a, long n)
+{
+  double sum = 0, lo = a[0], hi = a[0];
+  for (long i = 0; i < n; i++) {
+    sum += a[i];
+    lo = a[i] < lo ? a[i] : lo;
+    hi = a[i] > hi ? a[i] : hi;
+  }
+  r->mean = sum / (double)n;
+  long i50 = pct_at(a, n, 0.5, 0), i99 = pct_at(a, n, 0.99, i50);
+  long i999 = pct_at(a, n, 0.999, i99);
+  r->p50 = a[i50];
+  r->p99 = a[i99];
+  r->p999 = a[i999];
+  r->min = lo;
+  r->max = hi;
+}
+
 
 /* The progress mode in effect: what RMX_PROGRESS made of the defaults. */
 static const char *progress_name(void)

@@ -258,18 +258,6 @@ static int ctl(pconn_t *p, uint32_t cmd, uint32_t window, uint64_t size)
 
 /* ---- one test at one size ---- */
 
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double pct(double q) /* of the sorted samples */
-{
-  long i = (long)(q * (double)R.nsamples);
-  return R.samples[i < R.nsamples ? i : R.nsamples - 1];
-}
-
 /* Buffers, registrations and the server's side for R.t at R.size. */
 static int setup(pconn_t *p)
 {
@@ -377,16 +365,7 @@ static int run_test(const test_t *t, size_t size, long iters, long warmup, perf_
   res->mb_s = (double)size * (double)iters / secs / 1e6;
   res->mmsg_s = (double)iters / secs / 1e6;
   if (t->lat && R.nsamples) {
-    double sum = 0;
-    qsort(R.samples, (size_t)R.nsamples, sizeof(double), cmp_double);
-    for (long i = 0; i < R.nsamples; i++)
-      sum += R.samples[i];
-    res->mean = sum / (double)R.nsamples;
-    res->p50 = pct(0.5);
-    res->p99 = pct(0.99);
-    res->p999 = pct(0.999);
-    res->min = R.samples[0];
-    res->max = R.samples[R.nsamples - 1];
+    perf_latency(res, R.samples, R.nsamples);
   }
   return 0;
 }

@@ -43,7 +43,10 @@ void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
  * what idle handlers posted (poll-mode completions) just before the loop
  * polls, and the idle handle what timers and code outside the loop posted;
  * it also keeps the loop from blocking (and rmx_ctx_timeout at 0) while
- * anything waits.
+ * anything waits. The check and prepare handles stay started (unreferenced:
+ * they keep no loop alive) and look at an empty queue when there is
+ * nothing; only the idle handle, which would keep the loop from blocking,
+ * is started and stopped with the queue.
  */
 
 static void flush_all(rmx_ctx_t *ctx)
@@ -56,13 +59,23 @@ static void flush_all(rmx_ctx_t *ctx)
       c->ops->flush(c->tc);
   }
   uv_idle_stop(&ctx->flush_idle);
-  uv_prepare_stop(&ctx->flush_prepare);
-  uv_check_stop(&ctx->flush_check);
 }
 
 static void flush_idle_cb(uv_idle_t *h) { flush_all(h->data); }
-static void flush_prepare_cb(uv_prepare_t *h) { flush_all(h->data); }
-static void flush_check_cb(uv_check_t *h) { flush_all(h->data); }
+
+static void flush_prepare_cb(uv_prepare_t *h)
+{
+  rmx_ctx_t *ctx = h->data;
+  if (!rmx_list_empty(&ctx->flushq))
+    flush_all(ctx);
+}
+
+static void flush_check_cb(uv_check_t *h)
+{
+  rmx_ctx_t *ctx = h->data;
+  if (!rmx_list_empty(&ctx->flushq))
+    flush_all(ctx);
+}
 
 void rmx__flush_ctx_init(rmx_ctx_t *ctx)
 {
@@ -71,6 +84,10 @@ void rmx__flush_ctx_init(rmx_ctx_t *ctx)
   uv_prepare_init(ctx->loop, &ctx->flush_prepare);
   uv_check_init(ctx->loop, &ctx->flush_check);
   ctx->flush_idle.data = ctx->flush_prepare.data = ctx->flush_check.data = ctx;
+  uv_prepare_start(&ctx->flush_prepare, flush_prepare_cb);
+  uv_check_start(&ctx->flush_check, flush_check_cb);
+  uv_unref((uv_handle_t *)&ctx->flush_prepare);
+  uv_unref((uv_handle_t *)&ctx->flush_check);
 }
 
 void rmx__conn_flush_later(rmx_conn_t *c)
@@ -80,11 +97,8 @@ void rmx__conn_flush_later(rmx_conn_t *c)
    * (rmx__conn_flush_now) before it is closed or finished. */
   if (c->flush_queued || c->tp_state != RMX_TPS_OPEN)
     return;
-  if (rmx_list_empty(&ctx->flushq)) {
+  if (rmx_list_empty(&ctx->flushq))
     uv_idle_start(&ctx->flush_idle, flush_idle_cb);
-    uv_prepare_start(&ctx->flush_prepare, flush_prepare_cb);
-    uv_check_start(&ctx->flush_check, flush_check_cb);
-  }
   c->flush_queued = 1;
   rmx_list_push(&ctx->flushq, &c->flush_link);
 }

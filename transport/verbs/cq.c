@@ -3,7 +3,7 @@
  * dispatching each completion to its receive buffer or send slot.
  *
  * Progress, event mode: uv_poll on the completion channel; on wake, take
- * every pending CQ event (acked in batches), re-arm, then drain the CQ. A
+ * the CQ event (one read; acked in batches), re-arm, then drain the CQ. A
  * completion that lands after the re-arm raises a new event, one before it
  * is drained now: none is lost. Poll mode: the CQ is drained from an idle
  * handle every loop iteration (verbs.c). Adaptive mode: after a wake, and
@@ -22,7 +22,9 @@ void vb_cq_event(uv_poll_t *h, int status, int events)
   vb_dev_t *dev = h->data;
   struct ibv_cq *cq;
   void *cq_ctx;
-  while (ibv_get_cq_event(dev->chan, &cq, &cq_ctx) == 0)
+  /* One read: the channel's only CQ raises at most one event per arming,
+   * and one still pending would wake the (level-triggered) poll again. */
+  if (ibv_get_cq_event(dev->chan, &cq, &cq_ctx) == 0)
     dev->unacked++;
   if (dev->unacked >= VB_ACK_EVERY) {
     ibv_ack_cq_events(dev->cq, dev->unacked);
