@@ -230,8 +230,10 @@ typedef struct rmx_tp_ops {
    * (verbs: the RC acknowledgement): the core calls close(). */
   void (*finish)(rmx_tp_conn_t *tc);
 
-  /* Send one frame gathered from sge[0..n) (n <= RMX_TP_MAX_SGE). The
-   * memory stays the caller's until the SEND event. A transport may hold
+  /* Send one frame gathered from sge[0..n) (n <= RMX_TP_MAX_SGE): the
+   * core's frame, whose 8-byte header (docs/protocol.md, "Frames") lies
+   * whole in sge[0] (TCP carries its fields in the stream frame's header).
+   * The memory stays the caller's until the SEND event. A transport may hold
    * posted work until flush(). Errors (not posted): RMX_EAGAIN (verbs: the
    * send queue is full: try again after a completion; TCP queues without
    * bound), RMX_ENOTCONN (not established or going down), RMX_EMSGSIZE

@@ -11,7 +11,8 @@
 #include "base/bytes.h"
 
 #define RMX_WIRE_MAGIC 0x31584d52u /* "RMX1" read as little-endian */
-#define RMX_WIRE_VERSION 2 /* 2: the hello announces a silence limit (keepalive) */
+#define RMX_WIRE_VERSION 3 /* 2: the hello announces a silence limit (keepalive); 3: TCP
+                             * carries a frame's header in the stream frame's */
 #define RMX_WIRE_HELLO_LEN 32
 #define RMX_WIRE_HDR_LEN 8
 

@@ -140,7 +140,7 @@ static int s_client(raw_t *r)
     return 0;
   }
   RCHECK(r, rd_tframe(fd, &kind, body, &blen, sizeof(body)) == 0, "no AUTH_OK");
-  RCHECK(r, kind == K_MSG && blen == 8 && body[0] == F_AUTH_OK && body[1] == 0 &&
+  RCHECK(r, kind == K_FRAME && blen == 8 && body[0] == F_AUTH_OK && body[1] == 0 &&
                 g32(body + 4) == 0 && g16(body + 2) <= 1,
          "AUTH_OK: kind %u, %u bytes, type %u", kind, blen, body[0]);
   if (r->mode == RC_TWO_AUTH) {
@@ -150,7 +150,7 @@ static int s_client(raw_t *r)
   /* Return AUTH_OK's credit with a message; the server echoes it. */
   n = msg_frame(buf, F_DATA, 0, 1, "authenticated", 13);
   RCHECK(r, wr_all(fd, buf, n) == 0, "write DATA");
-  RCHECK(r, rd_tframe(fd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_MSG &&
+  RCHECK(r, rd_tframe(fd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_FRAME &&
                 body[0] == F_DATA && blen == 8 + 13 && memcmp(body + 8, "authenticated", 13) == 0,
          "no echo");
   return 0;
@@ -250,7 +250,7 @@ void replayed_exchange_is_refused(void **state)
   srv_open(&s, SECRET_A, 0);
   raw_client(&s, &r, RC_GOOD); /* records its HELLO and AUTH */
   PUMP_UNTIL(s.accepted == 1 && s.recvs == 1 && s.disconnects == 1);
-  assert_true(r.reclen == 8 + C_HELLO_LEN + 8 + 8 + PROOF_LEN);
+  assert_true(r.reclen == 8 + C_HELLO_LEN + 8 + PROOF_LEN); /* HELLO, AUTH */
   raw_client(&s, &r, RC_REPLAY); /* the same bytes on a new connection */
   pump_for(50);
   assert_int_equal(s.accepted, 1);

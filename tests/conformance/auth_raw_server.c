@@ -61,7 +61,7 @@ static int s_server(raw_t *r)
   }
   RCHECK(r, wr_all(r->fd, ack, acklen) == 0, "write HELLO_ACK");
   /* The client's AUTH, checked as the page says. */
-  RCHECK(r, rd_tframe(r->fd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_MSG &&
+  RCHECK(r, rd_tframe(r->fd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_FRAME &&
                 blen == 8 + PROOF_LEN && body[0] == F_AUTH && g16(body + 2) == 0,
          "client AUTH: kind %u, %u bytes, type %u", kind, blen, body[0]);
   derive(SECRET_A, k);

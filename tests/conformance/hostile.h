@@ -183,7 +183,7 @@ int handshake(peer_t *p);
 /* Handshake, then step 1: tell the main thread, and wait for its step 1. */
 int handshake_and_wait(peer_t *p);
 /* A read's answer: RD_RESP frames for id until len bytes or a nonzero
- * status. MSG frames between them are taken (credits). *got: bytes that
+ * status. rmx frames between them are taken (credits). *got: bytes that
  * came, *end: the final status (0 when the whole length came). */
 int rd_collect(peer_t *p, uint64_t id, uint8_t *dst, uint64_t len, uint64_t *got, int32_t *end,
                ev_t *e);

@@ -90,7 +90,7 @@ static int s_last_credit(peer_t *p)
   do {
     if (next_ev(p, e))
       goto out;
-  } while (e->kind == K_MSG);
+  } while (e->kind == K_FRAME);
   if (e->kind != K_RD_REQ || e->addr != C5_RTS_ADDR || e->len != C5_RTS_LEN ||
       e->key != C5_RTS_KEY) {
     pfail(p, "expected the read of our RTS, got kind %u", e->kind);
@@ -107,8 +107,8 @@ static int s_last_credit(peer_t *p)
   do {
     if (next_ev(p, e))
       goto out;
-  } while (e->kind == K_MSG && e->ftype == F_CREDIT);
-  if (e->kind != K_MSG || e->ftype != F_FIN || g64(e->fbody) != 1 || g32(e->fbody + 8) != 0) {
+  } while (e->kind == K_FRAME && e->ftype == F_CREDIT);
+  if (e->kind != K_FRAME || e->ftype != F_FIN || g64(e->fbody) != 1 || g32(e->fbody + 8) != 0) {
     pfail(p, "expected FIN for message 1, got kind %u type %u", e->kind, e->ftype);
     goto out;
   }
@@ -375,7 +375,7 @@ static int s_small_window(peer_t *p)
       }
       goto out;
     }
-    if (e->kind == K_MSG) {
+    if (e->kind == K_FRAME) {
       if (e->ftype == F_FIN)
         fins++;
       continue;
@@ -391,7 +391,7 @@ static int s_small_window(peer_t *p)
       ev_t *x = malloc(sizeof(*x));
       int r2 = next_ev(p, x);
       int bad = r2 == 0 && x->kind == K_RD_REQ;
-      if (r2 == 0 && x->kind == K_MSG && x->ftype == F_FIN)
+      if (r2 == 0 && x->kind == K_FRAME && x->ftype == F_FIN)
         fins++;
       free(x);
       if (bad) {

@@ -116,18 +116,8 @@ static size_t b_atresp_none(uint8_t *o)
   p64(o + 8, 1);
   return n;
 }
-static size_t b_msg_tflags(uint8_t *o)
-{
-  size_t n = msg_frame(o, F_DATA, 0, 0, "hi", 2);
-  o[5] = 1;
-  return n;
-}
-static size_t b_msg_tres(uint8_t *o)
-{
-  size_t n = msg_frame(o, F_DATA, 0, 0, "hi", 2);
-  o[7] = 1;
-  return n;
-}
+static size_t b_data_rpc_short(uint8_t *o) { return msg_frame(o, F_DATA, 1, 0, "hi", 2); }
+static size_t b_type239(uint8_t *o) { return msg_frame(o, 239, 0, 0, NULL, 0); }
 static size_t b_rdreq_tflags(uint8_t *o)
 {
   size_t n = rd_req_enc(o, 1, 4096, 8, 1);
@@ -148,17 +138,17 @@ static size_t b_rts_flag3(uint8_t *o)
   p64(body + 16, 100000);
   return msg_frame(o, F_RTS, 3, 0, body, 48);
 }
-static size_t b_rmx_len(uint8_t *o)
+static size_t b_kind15(uint8_t *o) { return tf(o, 15, 0); }
+/* Version 2's MSG: a stream frame of kind 4 around a whole rmx frame. */
+static size_t b_old_msg(uint8_t *o)
 {
-  size_t n = msg_frame(o, F_DATA, 0, 0, "hello", 5);
-  p32(o + 12, 4); /* rmx length says 4, 5 came */
-  return n;
-}
-static size_t b_rmx_short(uint8_t *o)
-{
-  tf(o, K_MSG, 4);
-  memset(o + 8, F_DATA, 4);
-  return 12;
+  tf(o, K_OLD_MSG, 8 + 2);
+  o[8] = F_DATA;
+  o[9] = 0;
+  p16(o + 10, 0);
+  p32(o + 12, 2);
+  memcpy(o + 16, "hi", 2);
+  return 18;
 }
 static size_t b_rmx_type0(uint8_t *o) { return msg_frame(o, 0, 0, 0, NULL, 0); }
 static size_t b_rmx_type6(uint8_t *o) { return msg_frame(o, 6, 0, 0, NULL, 0); }
@@ -212,7 +202,8 @@ static size_t b_wrresp_13(uint8_t *o) { return zeroed(o, K_WR_RESP, 13); }
 
 static const bad_t bads[] = {
   /* before the handshake: not rmx, closed without a word */
-  {"MSG before HELLO", 0, X_CLOSE, 0, b_data_first},
+  {"DATA before HELLO", 0, X_CLOSE, 0, b_data_first},
+  {"version 2's MSG before HELLO", 0, X_CLOSE, 0, b_old_msg},
   {"HELLO_ACK to a server", 0, X_CLOSE, 0, b_ack_first},
   {"RD_RESP before HELLO", 0, X_CLOSE, 0, b_rdresp_first},
   {"RD_REQ before HELLO", 0, X_CLOSE, 0, b_rdreq_first},
@@ -241,16 +232,16 @@ static const bad_t bads[] = {
   {"RD_RESP error for no request", 1, X_EPROTO, 0, b_rdresp_err_none},
   {"WR_RESP for no request", 1, X_EPROTO, 0, b_wrresp_none},
   {"AT_RESP for no request", 1, X_EPROTO, 0, b_atresp_none},
-  {"MSG with frame flags", 1, X_EPROTO, 0, b_msg_tflags},
-  {"MSG with reserved bits", 1, X_EPROTO, 0, b_msg_tres},
+  {"DATA with the RPC flag and 2 bytes", 1, X_EPROTO, 0, b_data_rpc_short},
+  {"rmx type 239 (kind 255)", 1, X_EPROTO, 0, b_type239},
   {"RD_REQ with frame flags", 1, X_EPROTO, 0, b_rdreq_tflags},
   {"frame kind 11", 1, X_EPROTO, 0, b_kind11},
   {"frame kind 0", 1, X_EPROTO, 0, b_kind0},
   {"DATA with flag 4", 1, X_EPROTO, 0, b_data_flag4},
   {"CREDIT with the RPC flag", 1, X_EPROTO, 0, b_credit_flag1},
   {"RTS with flags 3", 1, X_EPROTO, 0, b_rts_flag3},
-  {"rmx length disagrees", 1, X_EPROTO, 0, b_rmx_len},
-  {"MSG shorter than an rmx header", 1, X_EPROTO, 0, b_rmx_short},
+  {"frame kind 15", 1, X_EPROTO, 0, b_kind15},
+  {"version 2's MSG (kind 4)", 1, X_EPROTO, 0, b_old_msg},
   {"rmx type 0", 1, X_EPROTO, 0, b_rmx_type0},
   {"rmx type 6", 1, X_EPROTO, 0, b_rmx_type6},
   {"FIN for no message", 1, X_EPROTO, 0, b_fin_none},

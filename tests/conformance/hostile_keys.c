@@ -45,7 +45,7 @@ static int probe(peer_t *p, ev_t *e, const uint64_t *addr, const uint64_t *len,
       do {
         if (next_ev(p, e))
           return -1;
-      } while (e->kind == K_MSG);
+      } while (e->kind == K_FRAME);
       PCHECK(p, e->kind == K_RD_RESP && e->id == 1000 + i + j, "probe answered by kind %u id %llu",
              e->kind, (unsigned long long)e->id);
       if (e->status == 0) {

@@ -178,7 +178,7 @@ static int s_write_dereg(peer_t *p)
   do {
     if (next_ev(p, e))
       goto out;
-  } while (e->kind == K_MSG);
+  } while (e->kind == K_FRAME);
   if (e->kind != K_WR_RESP || e->id != 1) {
     pfail(p, "expected WR_RESP 1, got kind %u", e->kind);
     goto out;
@@ -216,7 +216,7 @@ static int s_read_dereg(peer_t *p)
   do {
     if (next_ev(p, e))
       goto out;
-  } while (e->kind == K_MSG);
+  } while (e->kind == K_FRAME);
   if (e->kind != K_RD_RESP || e->id != 1 || e->status != 0 || e->dlen == 0) {
     pfail(p, "first answer: kind %u status %d", e->kind, e->status);
     goto out;

@@ -198,7 +198,23 @@ int next_ev(peer_t *p, ev_t *e)
   e->blen = g32(h);
   e->kind = h[4];
   e->tflags = h[5];
-  PCHECK(p, h[5] == 0 && g16(h + 6) == 0, "server frame with flags or reserved bits");
+  PCHECK(p, e->kind >= K_FRAME || (h[5] == 0 && g16(h + 6) == 0),
+         "server frame with flags or reserved bits");
+  if (e->kind >= K_FRAME) { /* an rmx frame: its header's fields are the stream header's */
+    PCHECK(p, e->kind < K_FRAME + 8 && e->blen + 8 <= p->srv.eager && e->blen + 8 <= 8192,
+           "rmx frame of kind %u, %u bytes", e->kind, e->blen);
+    e->ftype = (uint8_t)(e->kind - K_FRAME);
+    e->fflags = h[5];
+    e->fcredits = g16(h + 6);
+    e->flen = e->blen;
+    e->kind = K_FRAME;
+    if (rd_full(p, e->fbody, e->flen))
+      return -1;
+    p->credits += e->fcredits;
+    if (e->ftype != F_BYE)
+      p->owed++;
+    return 0;
+  }
   switch (e->kind) {
   case K_HELLO_ACK:
     PCHECK(p, e->blen >= HELLO_LEN && e->blen <= 256, "HELLO_ACK of %u bytes", e->blen);
@@ -211,21 +227,6 @@ int next_ev(peer_t *p, ev_t *e)
     if (rd_full(p, b, 4))
       return -1;
     e->status = (int32_t)g32(b);
-    return 0;
-  case K_MSG:
-    PCHECK(p, e->blen >= 8 && e->blen <= p->srv.eager && e->blen <= 8192,
-           "MSG of %u bytes", e->blen);
-    if (rd_full(p, e->fbody, e->blen))
-      return -1;
-    e->ftype = e->fbody[0];
-    e->fflags = e->fbody[1];
-    e->fcredits = g16(e->fbody + 2);
-    e->flen = g32(e->fbody + 4);
-    PCHECK(p, e->flen == e->blen - 8, "rmx frame length %u in a %u-byte MSG", e->flen, e->blen);
-    memmove(e->fbody, e->fbody + 8, e->flen);
-    p->credits += e->fcredits;
-    if (e->ftype != F_BYE)
-      p->owed++;
     return 0;
   case K_RD_REQ:
     PCHECK(p, e->blen == 32, "RD_REQ of %u bytes", e->blen);
@@ -326,7 +327,7 @@ int rd_collect(peer_t *p, uint64_t id, uint8_t *dst, uint64_t len, uint64_t *got
   while (first || *got < len) {
     if (next_ev(p, e))
       return -1;
-    if (e->kind == K_MSG)
+    if (e->kind == K_FRAME)
       continue;
     PCHECK(p, e->kind == K_RD_RESP, "expected RD_RESP for %llu, got kind %u",
            (unsigned long long)id, e->kind);
@@ -367,7 +368,7 @@ int wait_rts(peer_t *p, ev_t *e, uint64_t *id, uint64_t *addr, uint64_t *size, u
   do {
     if (next_ev(p, e))
       return -1;
-    PCHECK(p, e->kind == K_MSG, "expected an RTS, got kind %u", e->kind);
+    PCHECK(p, e->kind == K_FRAME, "expected an RTS, got kind %u", e->kind);
   } while (e->ftype != F_RTS);
   PCHECK(p, e->flen == 32 && e->fflags == 0, "RTS of %u bytes, flags %u", e->flen, e->fflags);
   *id = g64(e->fbody), *addr = g64(e->fbody + 8), *size = g64(e->fbody + 16);

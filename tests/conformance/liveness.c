@@ -267,7 +267,7 @@ static void *raw_main(void *arg)
     if (poll(&p, 1, 20) == 1) { /* a frame is never read in part */
       if (rd_tframe(r->fd, &kind, body, &blen, 16384) != 0)
         break; /* closed by the server */
-      if (kind != K_MSG || blen < 8)
+      if (kind != K_FRAME || blen < 8)
         continue;
       __atomic_add_fetch(&r->frames, 1, __ATOMIC_SEQ_CST);
       credits += g16(body + 2);

@@ -113,15 +113,15 @@ static void count_frames(const raw_t *r, int *data, int *bad, int *bye, int *aft
     p += 8 + blen;
     if (*bye)
       (*after_bye)++;
-    if (kind != K_MSG || blen < 8)
+    if (kind < K_FRAME) /* an rmx frame is kind K_FRAME + its type */
       continue;
-    if (b[0] == F_DATA) {
+    if (kind == K_FRAME + F_DATA) {
       (*data)++;
-      int ok = g32(b + 4) == MSG_LEN && blen == 8 + MSG_LEN;
+      int ok = blen == MSG_LEN;
       for (uint32_t i = 0; ok && i < MSG_LEN; i++)
-        ok = b[8 + i] == (uint8_t)(i * 7 + 1);
+        ok = b[i] == (uint8_t)(i * 7 + 1);
       *bad += !ok;
-    } else if (b[0] == F_BYE) {
+    } else if (kind == K_FRAME + F_BYE) {
       (*bye)++;
     }
   }

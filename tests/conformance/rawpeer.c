@@ -104,14 +104,10 @@ size_t hello_frame(uint8_t *o, const hello_t *h, uint8_t flags, uint16_t res)
 size_t msg_frame(uint8_t *o, uint8_t type, uint8_t flags, uint16_t credits, const void *body,
                  uint32_t blen)
 {
-  tf(o, K_MSG, 8 + blen);
-  o[8] = type;
-  o[9] = flags;
-  p16(o + 10, credits);
-  p32(o + 12, blen);
+  tfx(o, (uint8_t)(K_FRAME + type), flags, credits, blen);
   if (blen)
-    memcpy(o + 16, body, blen);
-  return 16 + blen;
+    memcpy(o + 8, body, blen);
+  return 8 + blen;
 }
 
 size_t rd_req_enc(uint8_t *o, uint64_t id, uint64_t addr, uint64_t len, uint64_t key)
@@ -237,9 +233,20 @@ int rd_tframe(int fd, uint8_t *kind, uint8_t *body, uint32_t *blen, size_t cap)
     return -1;
   *kind = h[4];
   *blen = g32(h);
-  if (*blen > cap)
+  if (*kind < K_FRAME) {
+    if (*blen > cap)
+      return -1;
+    return rd_all(fd, body, *blen);
+  }
+  if (*blen > cap - 8 || cap < 8)
     return -1;
-  return rd_all(fd, body, *blen);
+  body[0] = (uint8_t)(*kind - K_FRAME);
+  body[1] = h[5];
+  memcpy(body + 2, h + 6, 2);
+  memcpy(body + 4, h, 4);
+  *kind = K_FRAME;
+  *blen += 8;
+  return rd_all(fd, body + 8, *blen - 8);
 }
 
 int wait_eof(int fd, unsigned ms)

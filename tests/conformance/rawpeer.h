@@ -16,7 +16,7 @@
 #ifdef HOSTILE_OLD_PROTOCOL
 #define VERSION 1 /* before keepalive */
 #else
-#define VERSION 2
+#define VERSION 3
 #endif
 #define HELLO_LEN 32
 #define CHUNK_MAX (256u << 10) /* RD_RESP data per frame */
@@ -27,9 +27,11 @@
 #define C_HELLO_LEN (HELLO_LEN + NONCE_LEN)   /* 48 */
 #define S_HELLO_LEN (C_HELLO_LEN + PROOF_LEN) /* 80 */
 
-/* TCP stream framing: u32 body length, u8 kind, u8 flags, u16 reserved. */
-enum { K_HELLO = 1, K_HELLO_ACK, K_REJECT, K_MSG, K_RD_REQ, K_RD_RESP, K_WR_REQ, K_WR_RESP,
-       K_AT_REQ, K_AT_RESP };
+/* TCP stream framing: u32 body length, u8 kind, u8 flags, u16 reserved.
+ * Kinds from K_FRAME up: an rmx frame of type kind - K_FRAME, its flags in
+ * the flags byte, its credits in the reserved field. */
+enum { K_HELLO = 1, K_HELLO_ACK, K_REJECT, K_OLD_MSG, K_RD_REQ, K_RD_RESP, K_WR_REQ, K_WR_RESP,
+       K_AT_REQ, K_AT_RESP, K_FRAME = 16 };
 /* rmx frames: u8 type, u8 flags, u16 credits, u32 body length. */
 enum { F_DATA = 1, F_RTS, F_FIN, F_CREDIT, F_BYE, F_AUTH, F_AUTH_OK };
 
@@ -64,7 +66,7 @@ size_t tf(uint8_t *o, uint8_t kind, uint32_t blen);
 size_t tframe(uint8_t *o, uint8_t kind, const void *body, uint32_t blen);
 /* A HELLO frame with these frame flags and reserved bits; 8 + HELLO_LEN. */
 size_t hello_frame(uint8_t *o, const hello_t *h, uint8_t flags, uint16_t res);
-/* A MSG frame carrying one rmx frame; 16 + blen. */
+/* One rmx frame in its stream frame; 8 + blen. */
 size_t msg_frame(uint8_t *o, uint8_t type, uint8_t flags, uint16_t credits, const void *body,
                  uint32_t blen);
 /* An RD_REQ frame; 40. */
@@ -98,7 +100,9 @@ int raw_dial(int port);
 int wr_all(int fd, const void *b, size_t n);
 /* 0, or -1 at EOF, error or time-out. */
 int rd_all(int fd, void *b, size_t n);
-/* One stream frame of at most cap body bytes: 0, or -1. */
+/* One stream frame of at most cap body bytes: 0, or -1. An rmx frame
+ * comes back as kind K_FRAME, the body the whole frame: its 8-byte header
+ * rebuilt (type, flags, credits, body length), then its body. */
 int rd_tframe(int fd, uint8_t *kind, uint8_t *body, uint32_t *blen, size_t cap);
 /* 1 when the other side closes within ms with no byte more, 0 if a byte
  * came, -1 if it stayed open. */

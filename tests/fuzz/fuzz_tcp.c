@@ -9,7 +9,9 @@
  *   attacks it; the rest is written as it is.
  * fuzz_tcp_session (FUZZ_TCP_SESSION): a valid HELLO (byte 0 picks which),
  *   then the input is a list of frames, each u8 kind, u16 body length,
- *   body; the harness writes their stream headers. In a body, the 8-byte
+ *   body; the harness writes their stream headers. The body of an rmx
+ *   frame (kind 16 and up) starts with the 3 bytes its stream header
+ *   carries: the frame's flags and credits. In a body, the 8-byte
  *   words (at multiples of 8) "@KEY@@@@" and "@ADR" + i32 offset become the
  *   key and the address (plus offset) of a real registration, so remote
  *   reads, writes and atomics reach memory ASan watches.
@@ -35,7 +37,7 @@
 #include "rmx_int.h"
 
 
-enum { TF_HELLO = 1 };
+enum { TF_HELLO = 1, TF_FRAME = 16 };
 #define HANG_NS (5ull * 1000 * 1000 * 1000)
 #define REGION 4096
 #define MAX_OPEN 8
@@ -180,11 +182,14 @@ static void put(out_t *o, const void *d, size_t n)
   o->len += n;
 }
 
-static void put_frame_hdr(out_t *o, uint8_t kind, uint32_t blen)
+static void put_frame_hdr(out_t *o, uint8_t kind, uint8_t flags, const uint8_t res[2],
+                          uint32_t blen)
 {
   uint8_t h[8] = {0};
   rmx_put32(h, blen);
   h[4] = kind;
+  h[5] = flags;
+  memcpy(h + 6, res, 2);
   put(o, h, sizeof(h));
 }
 
@@ -200,7 +205,7 @@ static void put_hello(out_t *o, int small)
   h.rx_depth = small ? 4 : 64;
   h.max_msg = small ? 4096 : 1 << 20;
   rmx_wire_hello_encode(&h, b);
-  put_frame_hdr(o, TF_HELLO, sizeof(b));
+  put_frame_hdr(o, TF_HELLO, 0, (const uint8_t[2]){0}, sizeof(b));
   put(o, b, sizeof(b));
 }
 
@@ -217,7 +222,13 @@ static void build(out_t *o, const uint8_t *data, size_t size)
     i += 3;
     if (blen > size - i)
       blen = size - i;
-    put_frame_hdr(o, kind, (uint32_t)blen);
+    uint8_t flags = 0, res[2] = {0};
+    if (kind >= TF_FRAME && blen >= 3) { /* an rmx frame's flags and credits */
+      flags = data[i];
+      memcpy(res, data + i + 1, 2);
+      i += 3, blen -= 3;
+    }
+    put_frame_hdr(o, kind, flags, res, (uint32_t)blen);
     size_t at = o->len;
     put(o, data + i, blen);
     i += blen;

@@ -209,8 +209,8 @@ static void uris(void)
 
 /* ---- TCP stream and session ---- */
 
-enum { TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_MSG, TF_RD_REQ, TF_RD_RESP, TF_WR_REQ,
-       TF_WR_RESP, TF_AT_REQ, TF_AT_RESP };
+enum { TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_RD_REQ = 5, TF_RD_RESP, TF_WR_REQ,
+       TF_WR_RESP, TF_AT_REQ, TF_AT_RESP, TF_FRAME = 16 };
 
 /* The stream form: u32 body length, u8 kind, u8 flags, u16 reserved, body. */
 static void tf(buf_t *b, uint8_t kind, const void *body, uint32_t blen)
@@ -222,6 +222,16 @@ static void tf(buf_t *b, uint8_t kind, const void *body, uint32_t blen)
   put(b, body, blen);
 }
 
+/* An rmx frame the core encoded (n bytes, its header first) in the stream
+ * form: its type, flags and credits in the stream header. */
+static void tf_rmx(buf_t *b, const uint8_t *f, size_t n)
+{
+  put32(b, (uint32_t)(n - 8));
+  put8(b, (uint8_t)(TF_FRAME + f[0]));
+  put(b, f + 1, 3);
+  put(b, f + 8, n - 8);
+}
+
 static void streams(void)
 {
   uint8_t h[RMX_WIRE_HELLO_LEN], f[256];
@@ -230,7 +240,7 @@ static void streams(void)
   put8(&b, 0);
   hello_bytes(h, RMX_WIRE_VERSION, 8192, 64);
   tf(&b, TF_HELLO, h, sizeof(h));
-  tf(&b, TF_MSG, f, (uint32_t)data_frame(f, "hi", 0, 0));
+  tf_rmx(&b, f, data_frame(f, "hi", 0, 0));
   seed("fuzz_tcp_stream", "raw-hello-msg", b.p, b.n);
   b.n = 1;
   hello_bytes(h, RMX_WIRE_VERSION + 1, 8192, 64);
@@ -246,13 +256,13 @@ static void streams(void)
   /* mode 1 and 2: a HELLO goes first, the input follows it */
   b.n = 0;
   put8(&b, 1);
-  tf(&b, TF_MSG, f, (uint32_t)data_frame(f, "hello", 0, 0));
-  tf(&b, TF_MSG, f, (uint32_t)data_frame(f, "ping", RMX_FF_RPC_REQ, 1));
-  tf(&b, TF_MSG, f, (uint32_t)rmx_wire_hdr_encode(f, RMX_FR_BYE, 0, 0));
+  tf_rmx(&b, f, data_frame(f, "hello", 0, 0));
+  tf_rmx(&b, f, data_frame(f, "ping", RMX_FF_RPC_REQ, 1));
+  tf_rmx(&b, f, rmx_wire_hdr_encode(f, RMX_FR_BYE, 0, 0));
   seed("fuzz_tcp_stream", "hello-msgs-bye", b.p, b.n);
   b.n = 0;
   put8(&b, 2);
-  tf(&b, TF_MSG, f, (uint32_t)rts_frame(f, 3000, 0));
+  tf_rmx(&b, f, rts_frame(f, 3000, 0));
   uint8_t resp[12 + 16] = {0};
   rmx_put64(resp, 1);
   tf(&b, TF_RD_RESP, resp, 12); /* of the wrong length */
@@ -274,6 +284,15 @@ static void sframe(buf_t *b, uint8_t kind, const void *body, uint16_t blen)
   put(b, body, blen);
 }
 
+/* An rmx frame in a session: kind TF_FRAME + type, then flags, credits, body. */
+static void sframe_rmx(buf_t *b, const uint8_t *f, size_t n)
+{
+  put8(b, (uint8_t)(TF_FRAME + f[0]));
+  put16(b, (uint16_t)(n - 8 + 3));
+  put(b, f + 1, 3);
+  put(b, f + 8, n - 8);
+}
+
 static void put_marker_addr(uint8_t *p, int32_t off)
 {
   memcpy(p, "@ADR", 4);
@@ -285,17 +304,17 @@ static void sessions(void)
   uint8_t f[256];
   buf_t b = {.n = 0};
   put8(&b, 0);
-  sframe(&b, TF_MSG, f, (uint16_t)data_frame(f, "hello", 0, 0));
-  sframe(&b, TF_MSG, f, (uint16_t)data_frame(f, "echo me", RMX_FF_RPC_REQ, 1));
-  sframe(&b, TF_MSG, f, (uint16_t)data_frame(f, "hold me", RMX_FF_RPC_REQ, 2));
-  sframe(&b, TF_MSG, f, (uint16_t)data_frame(f, "nobody", RMX_FF_RPC_REQ, 9));
-  sframe(&b, TF_MSG, f, (uint16_t)rmx_wire_hdr_encode(f, RMX_FR_CREDIT, 1, 0));
+  sframe_rmx(&b, f, data_frame(f, "hello", 0, 0));
+  sframe_rmx(&b, f, data_frame(f, "echo me", RMX_FF_RPC_REQ, 1));
+  sframe_rmx(&b, f, data_frame(f, "hold me", RMX_FF_RPC_REQ, 2));
+  sframe_rmx(&b, f, data_frame(f, "nobody", RMX_FF_RPC_REQ, 9));
+  sframe_rmx(&b, f, rmx_wire_hdr_encode(f, RMX_FR_CREDIT, 1, 0));
   seed("fuzz_tcp_session", "msgs-rpc", b.p, b.n);
 
   /* a rendezvous: the server reads 100 bytes from us, read id 1 */
   b.n = 0;
   put8(&b, 1);
-  sframe(&b, TF_MSG, f, (uint16_t)rts_frame(f, 1500, 0));
+  sframe_rmx(&b, f, rts_frame(f, 1500, 0));
   uint8_t resp[12 + 1500] = {0};
   rmx_put64(resp, 1);
   memset(resp + 12, 'x', 1500);

@@ -1,10 +1,12 @@
 /* The TCP stream framing's header checks (transport/tcp/frame.c) against
  * docs/protocol.md: which kinds each connection state takes, the body
- * lengths, and the flags and reserved bits that must be zero. */
+ * lengths, the flags and reserved bits that must be zero, and rmx frames
+ * carried with their header's fields in the stream header. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "../../transport/tcp/frame.h"
@@ -26,7 +28,6 @@ static uint32_t good_len(uint8_t kind)
   switch (kind) {
   case TF_HELLO: case TF_HELLO_ACK: return 32;
   case TF_REJECT: return 4;
-  case TF_MSG: return 100;
   case TF_RD_REQ: return TF_RDREQ_LEN;
   case TF_RD_RESP: return TF_RESP_SUB + 10;
   case TF_WR_REQ: return TF_WRREQ_SUB + 10;
@@ -40,7 +41,8 @@ static void each_kind_only_in_its_states(void **state)
 {
   for (int st = TC_CONNECTING; st <= TC_REJECTING; st++)
     for (uint8_t kind = TF_HELLO; kind <= TF_AT_RESP; kind++) {
-      int allowed = kind == TF_HELLO      ? st == TC_WAIT_HELLO
+      int allowed = kind == 4             ? 0 /* version 2's MSG */
+                    : kind == TF_HELLO    ? st == TC_WAIT_HELLO
                     : kind == TF_HELLO_ACK || kind == TF_REJECT ? st == TC_HELLO_SENT
                                                                 : st == TC_UP;
       const char *why = check((tc_state_t)st, kind, good_len(kind));
@@ -56,8 +58,6 @@ static void lengths_are_checked(void **state)
   assert_non_null(check(TC_WAIT_HELLO, TF_HELLO, TF_HELLO_MAX + 1));
   assert_null(check(TC_WAIT_HELLO, TF_HELLO, TF_HELLO_MAX));
   assert_non_null(check(TC_HELLO_SENT, TF_REJECT, 5));
-  assert_non_null(check(TC_UP, TF_MSG, 8193)); /* over the receive buffers */
-  assert_null(check(TC_UP, TF_MSG, 8192));
   assert_non_null(check(TC_UP, TF_RD_REQ, TF_RDREQ_LEN + 1));
   assert_non_null(check(TC_UP, TF_RD_RESP, TF_RESP_SUB - 1));
   assert_null(check(TC_UP, TF_RD_RESP, TF_RESP_SUB)); /* a 0-byte read, or an error */
@@ -71,14 +71,64 @@ static void unknown_kinds_and_set_bits_are_refused(void **state)
 {
   assert_non_null(check(TC_UP, 0, 0));
   assert_non_null(check(TC_UP, TF_AT_RESP + 1, 0));
-  assert_non_null(check(TC_WAIT_HELLO, 0x47, 0x20544547)); /* "GET " */
   uint8_t h[TF_HDR], k;
   uint32_t b;
+  memcpy(h, "GET / HT", TF_HDR); /* kind 'H': an rmx frame's kind, but not first */
+  assert_non_null(tf_check(h, TC_WAIT_HELLO, 8192, &k, &b));
   for (int i = 5; i < TF_HDR; i++) {
-    tf_hdr(h, 100, TF_MSG);
+    tf_hdr(h, TF_RDREQ_LEN, TF_RD_REQ);
     h[i] = 1;
     assert_non_null(tf_check(h, TC_UP, 8192, &k, &b));
   }
+  for (int kind = TF_AT_RESP + 1; kind < TF_FRAME; kind++)
+    assert_non_null(check(TC_UP, (uint8_t)kind, 0));
+}
+
+/* An rmx frame's header (type, flags, credits, body length) in a stream
+ * header of kind 16 + type, and back. */
+static const char *frame_check(tc_state_t st, const uint8_t rmx_hdr[TF_HDR], uint32_t *blen)
+{
+  uint8_t h[TF_HDR], k;
+  tf_frame_hdr(h, rmx_hdr);
+  const char *why = tf_check(h, st, 8192, &k, blen);
+  assert_int_equal(k, TF_FRAME);
+  return why;
+}
+
+static void rmx_frames_carry_their_header(void **state)
+{
+  /* protocol.md's example: DATA, 5 bytes, 3 credits */
+  const uint8_t data[TF_HDR] = {1, 0, 3, 0, 5, 0, 0, 0};
+  const uint8_t wire[TF_HDR] = {5, 0, 0, 0, 0x11, 0, 3, 0};
+  uint8_t h[TF_HDR], k;
+  uint32_t b;
+  tf_frame_hdr(h, data);
+  assert_memory_equal(h, wire, TF_HDR);
+  assert_null(tf_check(h, TC_UP, 8192, &k, &b));
+  assert_int_equal(k, TF_FRAME);
+  assert_int_equal(b, 5);
+  tf_frame_unhdr(h);
+  assert_memory_equal(h, data, TF_HDR);
+
+  /* every type, flag and credit value goes through unchanged */
+  const uint8_t odd[TF_HDR] = {7, 0xa5, 0x34, 0x12, 0, 0, 0, 0};
+  tf_frame_hdr(h, odd);
+  assert_int_equal(h[4], TF_FRAME + 7);
+  tf_frame_unhdr(h);
+  assert_memory_equal(h, odd, TF_HDR);
+
+  /* the body may fill a receive buffer with the frame's header, no more */
+  uint8_t big[TF_HDR] = {1, 0, 0, 0};
+  big[4] = (8192 - TF_HDR) & 0xff, big[5] = (8192 - TF_HDR) >> 8;
+  assert_null(frame_check(TC_UP, big, &b));
+  assert_int_equal(b, 8192 - TF_HDR);
+  big[4]++;
+  assert_non_null(frame_check(TC_UP, big, &b));
+
+  /* only on an established connection */
+  for (int st = TC_CONNECTING; st <= TC_REJECTING; st++)
+    if (st != TC_UP)
+      assert_non_null(frame_check((tc_state_t)st, data, &b));
 }
 
 int main(void)
@@ -87,6 +137,7 @@ int main(void)
     cmocka_unit_test(each_kind_only_in_its_states),
     cmocka_unit_test(lengths_are_checked),
     cmocka_unit_test(unknown_kinds_and_set_bits_are_refused),
+    cmocka_unit_test(rmx_frames_carry_their_header),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -232,7 +232,7 @@ void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32
     tcp_fail(tc, st < 0 ? rmx_wire_status(st) : RMX_ECONNREFUSED);
     break;
   }
-  case TF_MSG:
+  case TF_FRAME:
     if (!tc->established && !establish_early(tc))
       return;
     tc_ev(tc, RMX_TP_EV_RECV, 0, NULL, body, blen);

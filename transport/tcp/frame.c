@@ -1,6 +1,8 @@
 /* The TCP stream framing's header checks and body codecs: see frame.h. */
 #include "frame.h"
 
+#include <string.h>
+
 #include "../../src/base/bytes.h"
 
 void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind)
@@ -11,10 +13,29 @@ void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind)
   rmx_put16(p + 6, 0);
 }
 
+/* The rmx frame header: u8 type, u8 flags, u16 credits, u32 body length. */
+void tf_frame_hdr(uint8_t *p, const uint8_t *frame)
+{
+  rmx_put32(p, rmx_get32(frame + 4));
+  p[4] = (uint8_t)(TF_FRAME + frame[0]);
+  p[5] = frame[1];
+  memcpy(p + 6, frame + 2, 2);
+}
+
+void tf_frame_unhdr(uint8_t *p)
+{
+  uint8_t h[TF_HDR];
+  h[0] = (uint8_t)(p[4] - TF_FRAME);
+  h[1] = p[5];
+  memcpy(h + 2, p + 6, 2);
+  memcpy(h + 4, p, 4);
+  memcpy(p, h, sizeof(h));
+}
+
 /* Is this kind allowed in this state, with this body length? */
 static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, size_t max_frame)
 {
-  if (kind > TF_MSG && kind <= TF_AT_RESP && state != TC_UP)
+  if (kind >= TF_RD_REQ && kind <= TF_AT_RESP && state != TC_UP)
     return "remote operation before the handshake";
   switch (kind) {
   case TF_HELLO:
@@ -29,10 +50,6 @@ static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, siz
     if (state != TC_HELLO_SENT)
       return "unexpected REJECT";
     return blen != TF_REJECT_LEN ? "malformed REJECT" : NULL;
-  case TF_MSG:
-    if (state != TC_UP)
-      return "message before the handshake";
-    return blen > max_frame ? "message frame larger than the receive buffers" : NULL;
   case TF_RD_REQ:
     return blen != TF_RDREQ_LEN ? "malformed read request" : NULL;
   case TF_RD_RESP:
@@ -55,6 +72,13 @@ const char *tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uin
 {
   *blen = rmx_get32(hdr);
   *kind = hdr[4];
+  if (*kind >= TF_FRAME) { /* flags and reserved are the frame's own */
+    *kind = TF_FRAME;
+    if (state != TC_UP)
+      return state == TC_WAIT_HELLO ? "not an rmx peer (bad first frame)"
+                                    : "message before the handshake";
+    return *blen > max_frame - TF_HDR ? /* the frame's header is TF_HDR too */ "message frame larger than the receive buffers" : NULL;
+  }
   if (hdr[5] || rmx_get16(hdr + 6))
     return "frame flags or reserved bits set";
   return kind_check(state, *kind, *blen, max_frame);

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TF_HDR 8          /* u32 body length, u8 kind, u8 flags (0), u16 reserved (0) */
+#define TF_HDR 8          /* u32 body length, u8 kind, u8 flags, u16 reserved */
 #define TF_REJECT_LEN 4   /* status */
 #define TF_RDREQ_LEN 32   /* id, addr, len, key */
 #define TF_RESP_SUB 12    /* id, status: read and write responses */
@@ -23,9 +23,14 @@
 #define TF_MAX_IO (1u << 30)  /* largest single remote write */
 #define TF_CHUNK (256u << 10) /* read response data per frame */
 
+/* Kinds 1..10 are the transport's own, with flags and reserved 0 (4 was
+ * protocol version 2's MSG, which wrapped a whole rmx frame). A kind from
+ * TF_FRAME up is an rmx frame of type kind - TF_FRAME: the flags byte is
+ * the frame's flags, the reserved field its credits, the body its body, so
+ * a message costs one 8-byte header, not two. */
 enum {
-  TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_MSG, TF_RD_REQ, TF_RD_RESP, TF_WR_REQ, TF_WR_RESP,
-  TF_AT_REQ, TF_AT_RESP
+  TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_RD_REQ = 5, TF_RD_RESP, TF_WR_REQ, TF_WR_RESP,
+  TF_AT_REQ, TF_AT_RESP, TF_FRAME = 16
 };
 
 typedef enum {
@@ -40,6 +45,12 @@ typedef enum {
 
 /* Write a frame header. */
 void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind);
+
+/* The stream header of an rmx frame, from the frame's own header (8 bytes,
+ * its body length already checked by the caller), and back: in place, the
+ * stream header becomes the frame's header. */
+void tf_frame_hdr(uint8_t *p, const uint8_t *frame);
+void tf_frame_unhdr(uint8_t *p);
 
 /*
  * How much of a body (blen bytes, checked by tf_check) is buffered before
@@ -85,9 +96,9 @@ int32_t tf_reject_get(const uint8_t *b);
 
 /*
  * May a frame with this header come now? hdr: its TF_HDR bytes; state: the
- * connection's; max_frame: the largest MSG body this side accepts. NULL if
- * so, else why not (a static string for the log); *kind and *blen are set
- * either way.
+ * connection's; max_frame: the largest rmx frame (header included) this
+ * side accepts. NULL if so, else why not (a static string for the log);
+ * *kind and *blen are set either way, *kind to TF_FRAME for any rmx frame.
  */
 const char *tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uint8_t *kind,
                      uint32_t *blen);

@@ -6,11 +6,13 @@
  * end. What a frame means is for the files above (tcp.h), reached through
  * tp->up.
  *
- * Stream framing: u32 body length, u8 kind, u8 flags, u16 reserved, body.
- * A peer that sends anything else is cut off; see docs/protocol.md.
+ * Stream framing: u32 body length, u8 kind, u8 flags, u16 reserved, body;
+ * an rmx frame's header is carried in that one (frame.h). A peer that
+ * sends anything else is cut off; see docs/protocol.md.
  */
 #include <string.h>
 
+#include "../../src/base/bytes.h"
 #include "tcp.h"
 
 /* ---- closing ---- */
@@ -277,23 +279,31 @@ int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
 {
   uv_buf_t bufs[1 + RMX_TP_MAX_SGE];
   size_t total = 0;
+  unsigned nb = 1;
 
   if (tc->dead || tc->closing || tc->state != TC_UP)
     return RMX_ENOTCONN;
-  if (n < 1 || n > RMX_TP_MAX_SGE)
+  if (n < 1 || n > RMX_TP_MAX_SGE || sge[0].len < TF_HDR)
     return RMX_EINVAL;
+  /* The frame's header goes into the stream header (w->hdr); the rest follows. */
+  const uint8_t *frame = sge[0].addr;
   for (int i = 0; i < n; i++) {
-    bufs[1 + i] = uv_buf_init((char *)(uintptr_t)sge[i].addr, (unsigned)sge[i].len);
+    size_t skip = i == 0 ? TF_HDR : 0;
+    if (sge[i].len > skip)
+      bufs[nb++] = uv_buf_init((char *)(uintptr_t)sge[i].addr + skip,
+                               (unsigned)(sge[i].len - skip));
     total += sge[i].len;
   }
   if (total > tc->max_frame)
     return RMX_EMSGSIZE;
+  if (rmx_get32(frame + 4) != total - TF_HDR || frame[0] > 255 - TF_FRAME)
+    return RMX_EINVAL;
   wreq_t *w = tcp_wreq_get(tc, W_SEND, op);
   if (!w)
     return RMX_ENOMEM;
-  tf_hdr(w->hdr, (uint32_t)total, TF_MSG);
+  tf_frame_hdr(w->hdr, frame);
   bufs[0] = uv_buf_init((char *)w->hdr, TF_HDR);
-  tcp_batch_add(tc, w, bufs, (unsigned)n + 1);
+  tcp_batch_add(tc, w, bufs, nb);
   return 0;
 }
 
@@ -415,7 +425,7 @@ static void parse(rmx_tp_conn_t *tc)
     size_t avail = tc->rlen - tc->rpos;
     if (avail < TF_HDR)
       break;
-    const uint8_t *p = tc->rbuf + tc->rpos;
+    uint8_t *p = tc->rbuf + tc->rpos;
     uint32_t blen;
     uint8_t kind;
     const char *why = tf_check(p, tc->state, tc->max_frame, &kind, &blen);
@@ -427,7 +437,12 @@ static void parse(rmx_tp_conn_t *tc)
     if (avail < head)
       break;
     tc->rpos += head;
-    tc->tp->up->frame(tc, kind, p + TF_HDR, blen);
+    if (kind == TF_FRAME) { /* the stream header becomes the frame's own */
+      tf_frame_unhdr(p);
+      tc->tp->up->frame(tc, kind, p, TF_HDR + blen);
+    } else {
+      tc->tp->up->frame(tc, kind, p + TF_HDR, blen);
+    }
   }
 }
 

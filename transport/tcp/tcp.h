@@ -105,7 +105,8 @@ struct rmx_tp_mem {
 /* What the stream asks of the files above it. */
 typedef struct tcp_up {
   /* A frame arrived, its body buffered as far as tf_buffered says and
-   * already consumed from the read buffer. */
+   * already consumed from the read buffer. TF_FRAME: body is the whole rmx
+   * frame, its header rebuilt in front of its body. */
   void (*frame)(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
   /* Our HELLO_ACK was written, or failed. */
   void (*acked)(rmx_tp_conn_t *tc, int status);
