@@ -347,7 +347,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   rmx__auth_ctx_timer(ctx);
   rmx__alive_ctx_init(ctx);
   rmx__reconnect_ctx_init(ctx);
-  ctx->handles = 10;
+  ctx->handles = 11;
 
   rmx_list_init(&ctx->deferred);
   rmx_list_init(&ctx->posted);
@@ -384,6 +384,7 @@ err_handles:
   uv_close((uv_handle_t *)&ctx->flush_idle, NULL);
   uv_close((uv_handle_t *)&ctx->flush_prepare, NULL);
   uv_close((uv_handle_t *)&ctx->flush_check, NULL);
+  uv_close((uv_handle_t *)&ctx->spin_idle, NULL);
   uv_close((uv_handle_t *)&ctx->rpc_timer, NULL);
   uv_close((uv_handle_t *)&ctx->close_timer, NULL);
   uv_close((uv_handle_t *)&ctx->auth_timer, NULL);
@@ -495,6 +496,7 @@ static void ctx_teardown(rmx_ctx_t *ctx)
   uv_close((uv_handle_t *)&ctx->flush_idle, handle_closed);
   uv_close((uv_handle_t *)&ctx->flush_prepare, handle_closed);
   uv_close((uv_handle_t *)&ctx->flush_check, handle_closed);
+  uv_close((uv_handle_t *)&ctx->spin_idle, handle_closed);
   uv_close((uv_handle_t *)&ctx->rpc_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->close_timer, handle_closed);
   uv_close((uv_handle_t *)&ctx->auth_timer, handle_closed);

@@ -396,6 +396,11 @@ struct rmx_ctx {
   uv_idle_t flush_idle;
   uv_prepare_t flush_prepare;
   uv_check_t flush_check;
+  uv_idle_t spin_idle;     /* busy-polls the loop (RMX_TP_F_LOOP_SPIN transports) */
+  uint8_t spin_mode;       /* 0: event progress; else poll or adaptive */
+  uint8_t spin_on, spin_active;
+  uint64_t spin_ns;        /* adaptive: spin_us in ns; poll: 0, never stops */
+  uint64_t spin_quiet;     /* uv_hrtime when quiet was first seen; 0: not yet */
   uv_async_t async;
   uv_mutex_t post_lock;
   rmx_list_t posted;
@@ -454,6 +459,14 @@ void rmx__op_fail(rmx__op_t *op, int status);
 void rmx__conn_flush_later(rmx_conn_t *c);
 void rmx__conn_flush_now(rmx_conn_t *c);
 void rmx__flush_ctx_init(rmx_ctx_t *ctx);
+/* Traffic on c: in poll and adaptive progress, a transport whose fds wake
+ * the loop has it busy-polled (rt.c, "busy-polling the loop"). */
+void rmx__spin_touch(rmx_ctx_t *ctx);
+static inline void rmx__conn_spin(rmx_conn_t *c)
+{
+  if (c->ctx->spin_mode && (c->ops->flags & RMX_TP_F_LOOP_SPIN))
+    rmx__spin_touch(c->ctx);
+}
 
 /* ---- the connection object (src/rt/conn.c): states, the one way down, free ---- */
 rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi);

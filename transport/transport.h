@@ -157,6 +157,9 @@ typedef struct rmx_tp_env {
 /* Transport traits. */
 enum {
   RMX_TP_F_LOCAL_REG = 1, /* local buffers must be registered (verbs) */
+  RMX_TP_F_LOOP_SPIN = 2, /* its fds wake the loop (TCP): in poll and adaptive
+                           * progress the core busy-polls them by keeping the
+                           * loop from sleeping around their traffic */
 };
 
 /* What one connection can do. */

@@ -40,10 +40,11 @@ RMX_API void rmx_log_set_handler(rmx_log_fn fn, void *arg);
 
 /** How completions are found. */
 typedef enum {
-  RMX_PROGRESS_EVENT = 0,   /**< sleep on completion channels (default) */
-  RMX_PROGRESS_POLL = 1,    /**< busy-poll every loop iteration */
-  RMX_PROGRESS_ADAPTIVE = 2 /**< poll for @c spin_us after the last completion or
-                                 post, then sleep on the completion channel */
+  RMX_PROGRESS_EVENT = 0,   /**< sleep on completion channels and sockets (default) */
+  RMX_PROGRESS_POLL = 1,    /**< busy-poll every loop iteration (TCP: the loop polls
+                                 its sockets with a zero timeout, from the first traffic) */
+  RMX_PROGRESS_ADAPTIVE = 2 /**< poll for @c spin_us after the last completion,
+                                 message or post, then sleep */
 } rmx_progress_t;
 
 /**
@@ -141,9 +142,9 @@ typedef struct rmx_config {
   uint32_t regcache;
   /**
    * Adaptive progress (@ref RMX_PROGRESS_ADAPTIVE): how long, in
-   * microseconds, the loop keeps polling the completion queues after the
-   * last completion it found or the last request it posted, before it
-   * sleeps on the completion channel (RMX_SPIN_US, 100; 1..1000000). A
+   * microseconds, the loop keeps polling the completion queues (TCP: its
+   * sockets) after the last completion or message it found or the last
+   * request it posted, before it sleeps (RMX_SPIN_US, 100; 1..1000000). A
    * reply that comes within it costs no wake-up; each quiet spell costs
    * this much CPU time. The other modes ignore it.
    */

@@ -11,6 +11,7 @@ void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
   rmx_conn_t *c = owner;
   rmx_ctx_t *ctx = c->ctx; /* c may be gone after dispatch; ctx is not */
   ctx->in_cb++;
+  rmx__conn_spin(c);
   switch (ev->type) {
   case RMX_TP_EV_RECV:
     if (c->state != RMX_CS_AUTH)

@@ -88,11 +88,57 @@ void rmx__flush_ctx_init(rmx_ctx_t *ctx)
   uv_check_start(&ctx->flush_check, flush_check_cb);
   uv_unref((uv_handle_t *)&ctx->flush_prepare);
   uv_unref((uv_handle_t *)&ctx->flush_check);
+  uv_idle_init(ctx->loop, &ctx->spin_idle);
+  ctx->spin_idle.data = ctx;
+  uv_unref((uv_handle_t *)&ctx->spin_idle);
+  ctx->spin_mode = ctx->cfg.progress != RMX_PROGRESS_EVENT;
+  ctx->spin_ns = ctx->cfg.progress == RMX_PROGRESS_ADAPTIVE ? (uint64_t)ctx->cfg.spin_us * 1000 : 0;
+}
+
+/* ---- busy-polling the loop ----
+ *
+ * Poll and adaptive progress for a transport whose sockets wake the loop
+ * (TCP): while the spin idle handle is started, libuv polls the fds with a
+ * zero timeout every turn instead of sleeping, so what arrives is read
+ * without a wake-up, by the same callbacks and in the same order as in
+ * event mode. Poll mode starts it at the first traffic and keeps it;
+ * adaptive stops it once nothing has happened for spin_us. Unreferenced:
+ * it keeps no loop alive. (Verbs polls its CQs itself, verbs/verbs.c.)
+ */
+
+static void spin_cb(uv_idle_t *h)
+{
+  rmx_ctx_t *ctx = h->data;
+  if (!ctx->spin_ns)
+    return;
+  if (ctx->spin_active) {
+    ctx->spin_active = 0;
+    ctx->spin_quiet = 0;
+    return;
+  }
+  uint64_t now = uv_hrtime();
+  if (!ctx->spin_quiet) {
+    ctx->spin_quiet = now;
+  } else if (now - ctx->spin_quiet >= ctx->spin_ns) {
+    ctx->spin_on = 0;
+    uv_idle_stop(h);
+  }
+}
+
+void rmx__spin_touch(rmx_ctx_t *ctx)
+{
+  ctx->spin_active = 1;
+  if (ctx->spin_on || ctx->torn_down)
+    return;
+  ctx->spin_on = 1;
+  ctx->spin_quiet = 0;
+  uv_idle_start(&ctx->spin_idle, spin_cb);
 }
 
 void rmx__conn_flush_later(rmx_conn_t *c)
 {
   rmx_ctx_t *ctx = c->ctx;
+  rmx__conn_spin(c);
   /* Only an open transport connection is queued; it leaves the queue
    * (rmx__conn_flush_now) before it is closed or finished. */
   if (c->flush_queued || c->tp_state != RMX_TPS_OPEN)

@@ -4,7 +4,9 @@
  * and an RPC echo go both ways (a call made outside the loop leaves
  * rmx_ctx_timeout() at 0 until it is handed over), a call that is never answered times out
  * (so timers run when no fd is readable), the calls are refused where
- * they cannot work, and a destroy from a callback ends the context.
+ * they cannot work, and a destroy from a callback ends the context. Poll
+ * and adaptive progress keep rmx_ctx_timeout() at 0 around traffic (the
+ * caller busy-polls): poll for good, adaptive until spin_us of quiet.
  *
  *   rmx-wait-fd tcp|rdma
  */
@@ -116,6 +118,62 @@ static void messages_rpcs_and_timers(void **state)
   ctx_done(ctx);
 }
 
+static rmx_ctx_t *ctx_progress(rmx_progress_t mode)
+{
+  rmx_config_t cfg;
+  rmx_ctx_t *ctx;
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  cfg.progress = mode;
+  cfg.spin_us = 2000;
+  assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), 0);
+  return ctx;
+}
+
+/* Turn the loop without sleeping until rmx_ctx_timeout() is no longer 0
+ * or ms have passed; returns the last timeout. */
+static int turn_while_zero(rmx_ctx_t *ctx, unsigned ms)
+{
+  uint64_t end = uv_hrtime() + (uint64_t)ms * 1000000;
+  int t;
+  while ((t = rmx_ctx_timeout(ctx)) == 0 && uv_hrtime() < end)
+    assert_int_equal(rmx_ctx_progress(ctx), 0);
+  return t;
+}
+
+static void progress_modes_poll_or_sleep(void **state)
+{
+  static const rmx_progress_t modes[] = {RMX_PROGRESS_POLL, RMX_PROGRESS_ADAPTIVE,
+                                         RMX_PROGRESS_EVENT};
+  for (int m = 0; m < 3; m++) {
+    rmx_ctx_t *ctx = ctx_progress(modes[m]);
+    server_t s;
+    client_t cl;
+    int ep = epoll_on(ctx);
+    replies = 0;
+    assert_int_equal(rmx_rpc_register(ctx, H_ECHO, h_echo, NULL), 0);
+    server_start(ctx, &s, SRV_ECHO);
+    client_connect(ctx, &cl, s.uri);
+    drive(ctx, ep, &cl.connected, 1);
+    for (int i = 0; i < 20; i++) {
+      assert_int_equal(rmx_rpc_call(cl.c, H_ECHO, "hello", 5, 0, on_reply, NULL, NULL), 0);
+      drive(ctx, ep, &replies, i + 1);
+      if (modes[m] != RMX_PROGRESS_EVENT) /* the reply just came: still polling */
+        assert_int_equal(rmx_ctx_timeout(ctx), 0);
+    }
+    if (modes[m] == RMX_PROGRESS_POLL) {
+      assert_int_equal(turn_while_zero(ctx, 50), 0); /* never sleeps */
+    } else {
+      /* Adaptive sleeps after spin_us (2 ms) of quiet, event once the
+       * traffic is answered; the bound only catches one that never does. */
+      assert_int_not_equal(turn_while_zero(ctx, 30000), 0);
+    }
+    client_close(ctx, &cl);
+    server_stop(ctx, &s);
+    close(ep);
+    ctx_done(ctx);
+  }
+}
+
 static void on_post_destroy(void *arg)
 {
   rmx_ctx_t *ctx = arg;
@@ -162,6 +220,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(messages_rpcs_and_timers),
     cmocka_unit_test(refused_where_it_cannot_work),
+    cmocka_unit_test(progress_modes_poll_or_sleep),
   };
   return cmocka_run_group_tests_name("wait-fd", tests, NULL, NULL);
 }

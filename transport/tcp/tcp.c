@@ -224,7 +224,7 @@ static int tcp_devices(rmx_device_info_t **out, int *n) { return RMX_ENOTSUP; }
 
 const rmx_tp_ops_t rmx_tcp_ops = {
   .name = "tcp",
-  .flags = 0,
+  .flags = RMX_TP_F_LOOP_SPIN,
   .wire_id = 1,
   .max_io = TF_MAX_IO,
   .hello_max = TF_HELLO_MAX,
