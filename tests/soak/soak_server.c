@@ -228,18 +228,38 @@ static void rpc_key(rmx_rpc_req_t *req, const void *data, size_t n, void *arg)
 
 /* Resource samples, comparable only while every client is connected and
  * no connection is closing: then the same connections are open each time.
- * The first after a warm-up of 5 s is the reference. */
+ * A socket the listener has taken whose handshake is not done yet (a
+ * client coming back before this side has seen its old connection end)
+ * holds a descriptor but is no connection yet, so a sample counts only once
+ * the descriptors have held for a second in which no connection came or
+ * went; a leaked descriptor holds for good, so it is still seen. The first
+ * sample after a warm-up of 5 s is the reference. */
+#define SAMPLE_HOLD 4 /* samples, 250 ms apart */
 static void sample_cb(uv_timer_t *t)
 {
+  static unsigned long events = ~0ul;
+  static int held, held_fds;
   int live = 0;
   for (sconn_t *s = S.conns; s; s = s->next) {
-    if (s->closing)
+    if (s->closing) {
+      held = 0;
       return;
+    }
     live++;
   }
-  if (live != S.nclients || soak_now_ms() - S.start_ms < 5000)
+  if (live != S.nclients || soak_now_ms() - S.start_ms < 5000) {
+    held = 0;
     return;
+  }
   int fds = soak_fds();
+  if (fds != held_fds || S.accepted + S.closed != events) {
+    held_fds = fds;
+    events = S.accepted + S.closed;
+    held = 0;
+    return;
+  }
+  if (++held < SAMPLE_HOLD)
+    return;
   size_t rss = soak_rss(S.ctx);
   if (S.fd_warm < 0) {
     S.fd_warm = S.fd_max = fds;
