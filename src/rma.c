@@ -203,11 +203,11 @@ static int rma_start(rmx_conn_t *c, rmx_tp_ev_type_t kind, const rmx_iov_t *iov,
   op->len = total;
   if (imm) {
     r->imm = *imm;
-    rmx_list_push(&c->sendq, &op->link);
+    rmx__msg_submit(c, op);
   } else {
     rmx_list_push(&c->rmaq, &op->link);
+    rmx__msg_progress(c);
   }
-  rmx__msg_progress(c);
   return 0;
 }
 

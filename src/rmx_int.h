@@ -458,6 +458,9 @@ void rmx__op_fail(rmx__op_t *op, int status);
  * at once (before the transport is closed or finished). */
 void rmx__conn_flush_later(rmx_conn_t *c);
 void rmx__conn_flush_now(rmx_conn_t *c);
+/* From a callback after which no flush follows in the same loop turn (a
+ * close callback): keep the loop from blocking until what it posted is out. */
+void rmx__flush_kick(rmx_ctx_t *ctx);
 void rmx__flush_ctx_init(rmx_ctx_t *ctx);
 /* Traffic on c: in poll and adaptive progress, a transport whose fds wake
  * the loop has it busy-polled (rt.c, "busy-polling the loop"). */
@@ -503,6 +506,8 @@ void rmx__reconnect_cancel(rmx_conn_t *c);
 void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer);
 /* Send what credits allow: control frames, one-sided ops, messages. */
 void rmx__msg_progress(rmx_conn_t *c);
+/* A new message or write-with-immediate (op): posted now, or queued. */
+void rmx__msg_submit(rmx_conn_t *c, rmx__op_t *op);
 int rmx__msg_queue_fin(rmx_conn_t *c, uint64_t id, int32_t status);
 int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t len);
 int rmx__msg_queue_bye(rmx_conn_t *c);

@@ -237,7 +237,9 @@ typedef struct rmx_tp_ops {
    * core's frame, whose 8-byte header (docs/protocol.md, "Frames") lies
    * whole in sge[0] (TCP carries its fields in the stream frame's header).
    * The memory stays the caller's until the SEND event. A transport may hold
-   * posted work until flush(). Errors (not posted): RMX_EAGAIN (verbs: the
+   * posted work until flush(), and may start it sooner: verbs posts what
+   * its own completion callbacks posted at the end of that batch of
+   * completions, the core's flush then finding nothing. Errors (not posted): RMX_EAGAIN (verbs: the
    * send queue is full: try again after a completion; TCP queues without
    * bound), RMX_ENOTCONN (not established or going down), RMX_EMSGSIZE
    * (longer than a receive buffer: TCP checks this side's eager size, verbs

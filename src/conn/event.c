@@ -41,8 +41,9 @@ void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
   case RMX_TP_EV_DISCONNECTED:
     rmx__conn_down(c, ev->status ? ev->status : RMX_ECONNRESET);
     break;
-  case RMX_TP_EV_CLOSED:
+  case RMX_TP_EV_CLOSED: /* from a close callback: no flush follows */
     rmx__conn_closed(c);
+    rmx__flush_kick(ctx);
     break;
   }
   ctx->in_cb--;

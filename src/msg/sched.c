@@ -90,11 +90,14 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   return 0;
 }
 
-/* Send what credits allow: control frames first, then user messages. */
+/* Send what credits allow: control frames first, then user messages. The
+ * connection is queued for a flush only when something was posted: most
+ * calls (after every completion and every message received) find the
+ * queues empty and cost a few loads. */
 void rmx__msg_progress(rmx_conn_t *c)
 {
   rmx_list_t *n;
-  int rc;
+  int rc, posted = 0;
 
   if (c->tp_state != RMX_TPS_OPEN || c->state == RMX_CS_CONNECTING ||
       c->state == RMX_CS_RESOLVING)
@@ -135,10 +138,12 @@ void rmx__msg_progress(rmx_conn_t *c)
         rmx__conn_down(c, rc);
       goto out;
     }
+    posted = 1;
   }
   if (c->state != RMX_CS_ESTABLISHED)
     goto out;
   if (!rmx_list_empty(&c->rmaq)) {
+    posted = 1;
     c->ctx->up.rma_progress(c);
     if (c->state != RMX_CS_ESTABLISHED)
       goto out;
@@ -153,6 +158,7 @@ void rmx__msg_progress(rmx_conn_t *c)
         rmx__conn_down(c, rc);
       goto out;
     }
+    posted = 1;
     c->stalled = 0;
   }
   if (!rmx_list_empty(&c->sendq) && !c->stalled) {
@@ -161,10 +167,36 @@ void rmx__msg_progress(rmx_conn_t *c)
   }
   if (c->reads_blocked && c->rndv_reads < c->ctx->cfg.rndv_depth) {
     c->reads_blocked = 0;
-    c->ctx->up.reads_resume(c);
+    c->ctx->up.reads_resume(c); /* flushes what it posts */
   }
 out:
-  rmx__conn_flush_later(c);
+  if (posted)
+    rmx__conn_flush_later(c);
+}
+
+/*
+ * A new message or write-with-immediate (both spend a credit and keep one
+ * order): posted at once when nothing waits ahead of it and the credits
+ * allow, which is the common case; else queued behind what waits. Either
+ * way it goes exactly as rmx__msg_progress would send it.
+ */
+void rmx__msg_submit(rmx_conn_t *c, rmx__op_t *op)
+{
+  if (!rmx_list_empty(&c->sendq) || !rmx_list_empty(&c->ctrlq) || !rmx_list_empty(&c->rmaq) ||
+      c->tp_state != RMX_TPS_OPEN || c->cr.credits < rmx__credit_need(RMX_FR_DATA)) {
+    rmx_list_push(&c->sendq, &op->link);
+    rmx__msg_progress(c);
+    return;
+  }
+  int rc = post(c, op);
+  if (rc == 0) {
+    c->stalled = 0;
+    rmx__conn_flush_later(c);
+    return;
+  }
+  rmx_list_push(&c->sendq, &op->link); /* EAGAIN: after a completion */
+  if (rc != RMX_EAGAIN)
+    rmx__conn_down(c, rc); /* it fails with the rest in conn_finish */
 }
 
 /* Queue a control frame: FIN (fin), or a header with body[0..len). */
@@ -248,9 +280,7 @@ void rmx__msg_sent(rmx_conn_t *c, int status)
     rmx__conn_down(c, status);
     return;
   }
-  if (c->state == RMX_CS_ESTABLISHED && c->rndv_reads < c->ctx->cfg.rndv_depth)
-    c->ctx->up.reads_resume(c); /* a read refused for a full send queue may go now */
-  rmx__msg_progress(c);
+  rmx__msg_progress(c); /* and a read refused for a full send queue (reads_blocked) */
 }
 
 /* ---- control frames: CREDIT, FIN, BYE, AUTH ---- */

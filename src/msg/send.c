@@ -112,8 +112,7 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
   op->len = len;
   op->cb = cb;
   op->arg = arg;
-  rmx_list_push(&c->sendq, &op->link);
-  rmx__msg_progress(c);
+  rmx__msg_submit(c, op);
   return 0;
 }
 

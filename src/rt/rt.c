@@ -41,12 +41,18 @@ void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
  * Each phase of the loop that runs callbacks is followed by a flush: the
  * check handle flushes what the I/O callbacks posted, the prepare handle
  * what idle handlers posted (poll-mode completions) just before the loop
- * polls, and the idle handle what timers and code outside the loop posted;
- * it also keeps the loop from blocking (and rmx_ctx_timeout at 0) while
- * anything waits. The check and prepare handles stay started (unreferenced:
- * they keep no loop alive) and look at an empty queue when there is
- * nothing; only the idle handle, which would keep the loop from blocking,
- * is started and stopped with the queue.
+ * polls (and what timers and pending callbacks posted, as the phases run
+ * timers, pending, idle, prepare, poll, check, closing). The check and
+ * prepare handles stay started (unreferenced: they keep no loop alive) and
+ * look at an empty queue when there is nothing.
+ *
+ * What is posted where no flush follows in the same turn, by code outside
+ * the loop's callbacks (ctx->in_cb == 0: the application's own code or
+ * handles) and by close callbacks (the closing phase comes after check),
+ * starts the idle handle: it keeps the loop from blocking, and
+ * rmx_ctx_timeout at 0, until the flush. Inside rmx's callbacks, where the
+ * check or prepare handle follows, it is not started: in steady state no
+ * handle is started or stopped per message.
  */
 
 static void flush_all(rmx_ctx_t *ctx)
@@ -143,10 +149,16 @@ void rmx__conn_flush_later(rmx_conn_t *c)
    * (rmx__conn_flush_now) before it is closed or finished. */
   if (c->flush_queued || c->tp_state != RMX_TPS_OPEN)
     return;
-  if (rmx_list_empty(&ctx->flushq))
+  if (!ctx->in_cb && rmx_list_empty(&ctx->flushq))
     uv_idle_start(&ctx->flush_idle, flush_idle_cb);
   c->flush_queued = 1;
   rmx_list_push(&ctx->flushq, &c->flush_link);
+}
+
+void rmx__flush_kick(rmx_ctx_t *ctx)
+{
+  if (!rmx_list_empty(&ctx->flushq))
+    uv_idle_start(&ctx->flush_idle, flush_idle_cb);
 }
 
 void rmx__conn_flush_now(rmx_conn_t *c)

@@ -50,7 +50,7 @@ int main(int argc, char **argv)
 #define T(f) cmocka_unit_test_setup(f, arm_alarm)
   const struct CMUnitTest tests[] = {
     T(connect_accept_close), T(message_sizes), T(send_from_pool_buffers),
-    T(ten_thousand_in_order), T(many_connections), T(over_maximum_is_refused),
+    T(ten_thousand_in_order), T(sends_from_callbacks_keep_order), T(many_connections), T(over_maximum_is_refused),
     T(connect_to_closed_port_fails), T(bad_uris_are_refused), T(unresolvable_host_fails),
     T(close_while_connecting), T(close_with_pending_sends), T(close_with_pending_large_sends),
     T(peer_killed_fails_outstanding),

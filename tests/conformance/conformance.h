@@ -14,6 +14,7 @@ void connect_accept_close(void **state); /* conformance_messages.c */
 void message_sizes(void **state);
 void send_from_pool_buffers(void **state);
 void ten_thousand_in_order(void **state);
+void sends_from_callbacks_keep_order(void **state);
 void many_connections(void **state);
 void over_maximum_is_refused(void **state);
 void connect_to_closed_port_fails(void **state); /* conformance_failures.c */

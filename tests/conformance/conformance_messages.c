@@ -130,6 +130,50 @@ void ten_thousand_in_order(void **state)
   ctx_done(ctx);
 }
 
+/* Each echo sends the next number from inside on_recv while messages sent
+ * earlier still wait for credits: the echo's header has just returned
+ * some, and the new message must still go after those that wait. */
+typedef struct chase {
+  client_t cl;
+  uint32_t next, n;
+} chase_t;
+
+static void chase_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
+{
+  chase_t *ch = arg;
+  ch->cl.recvs++;
+  if (ch->next < ch->n) {
+    uint32_t v = ch->next++;
+    assert_int_equal(rmx_send(c, &v, sizeof(v), cl_sent, &ch->cl), 0);
+  }
+}
+
+void sends_from_callbacks_keep_order(void **state)
+{
+  enum { FIRST = 300, N = 3000 };
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  chase_t ch = {.n = N};
+  server_start(ctx, &s, SRV_SEQ_ECHO);
+  client_connect(ctx, &ch.cl, s.uri);
+  static const rmx_conn_cbs_t cbs = {.on_recv = chase_recv, .on_disconnect = cl_disconnect};
+  rmx_conn_set_cbs(ch.cl.c, &cbs, &ch);
+  run_until(ctx, &ch.cl.connected, 1);
+  for (; ch.next < FIRST; ch.next++) /* more than the credits: most wait */
+    assert_int_equal(rmx_send(ch.cl.c, &ch.next, sizeof(ch.next), cl_sent, &ch.cl), 0);
+  run_until(ctx, &ch.cl.recvs, N);
+  server_until(ctx, &s, &s.recvs, N);
+  assert_int_equal(s.bad, 0);
+  assert_int_equal(ch.cl.sent_ok, N);
+  assert_int_equal(ch.cl.sent_err, 0);
+  rmx_conn_stats_t st;
+  rmx_conn_stats(ch.cl.c, &st);
+  assert_true(st.credit_stalls > 0);
+  client_close(ctx, &ch.cl);
+  server_stop(ctx, &s);
+  ctx_done(ctx);
+}
+
 void many_connections(void **state)
 {
   enum { NC = 32, MSGS = 50 };

@@ -85,9 +85,9 @@ void srv_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
 {
   server_t *s = arg;
   s->recvs++;
-  if (s->echo == SRV_SEQ)
+  if (s->echo == SRV_SEQ || s->echo == SRV_SEQ_ECHO)
     seq_check(s, data, len);
-  if (s->echo != SRV_ECHO)
+  if (s->echo != SRV_ECHO && s->echo != SRV_SEQ_ECHO)
     return;
   void *copy = malloc(len ? len : 1);
   assert_non_null(copy);

@@ -11,8 +11,8 @@ extern const char *addr;   /* where to listen and connect */
 
 /* What a server does with a message: drop it, send it back, or check that
  * it carries the next sequence number (4 bytes; a longer one repeats the
- * number's low byte in its last byte). */
-enum { SRV_SINK, SRV_ECHO, SRV_SEQ };
+ * number's low byte in its last byte), or check it and send it back. */
+enum { SRV_SINK, SRV_ECHO, SRV_SEQ, SRV_SEQ_ECHO };
 
 typedef struct server {
   rmx_listener_t *l;

@@ -174,6 +174,62 @@ static void progress_modes_poll_or_sleep(void **state)
   }
 }
 
+/* A send made from on_disconnect, which runs when the transport has
+ * closed (libuv's close callbacks, after the turn's last flush): the caller
+ * must not sleep on the fd while it waits to be handed over. */
+static client_t *send_on_disconnect_to;
+static int lost_a;
+
+static void a_lost(rmx_conn_t *c, int status, void *arg)
+{
+  static uint8_t m[16];
+  client_t *b = send_on_disconnect_to;
+  lost_a++;
+  pattern(m, sizeof(m), 5);
+  assert_int_equal(rmx_send(b->c, m, sizeof(m), cl_sent, b), 0);
+}
+
+static void a_closed(rmx_conn_t *c, void *arg) { ((client_t *)arg)->closed++; }
+
+static void a_send_from_a_close_callback_goes_out(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  server_t s;
+  client_t a, b;
+  int ep = epoll_on(ctx);
+  server_start(ctx, &s, SRV_ECHO);
+  client_connect(ctx, &a, s.uri);
+  drive(ctx, ep, &a.connected, 1);
+  drive(ctx, ep, &s.accepted, 1); /* s.conns[0] is a's */
+  client_connect(ctx, &b, s.uri);
+  drive(ctx, ep, &b.connected, 1);
+  drive(ctx, ep, &s.accepted, 2);
+  static const rmx_conn_cbs_t cbs = {.on_disconnect = a_lost};
+  rmx_conn_set_cbs(a.c, &cbs, &a);
+  send_on_disconnect_to = &b;
+  b.expect_len = 16;
+  b.expect_seed = 5;
+  lost_a = 0;
+  /* The server ends a's connection; a's on_disconnect sends on b. */
+  assert_int_equal(rmx_conn_close(s.conns[0], srv_conn_closed, &s), 0);
+  s.conns[0] = s.conns[--s.nconns];
+  for (int turns = 0; !lost_a; turns++) {
+    struct epoll_event ev;
+    assert_true(turns < 1000000);
+    epoll_wait(ep, &ev, 1, rmx_ctx_timeout(ctx));
+    assert_int_equal(rmx_ctx_progress(ctx), 0);
+  }
+  assert_int_equal(rmx_ctx_timeout(ctx), 0);
+  drive(ctx, ep, &b.recvs, 1);
+  assert_int_equal(b.bad, 0);
+  assert_int_equal(rmx_conn_close(a.c, a_closed, &a), 0);
+  drive(ctx, ep, &a.closed, 1);
+  client_close(ctx, &b);
+  server_stop(ctx, &s);
+  close(ep);
+  ctx_done(ctx);
+}
+
 static void on_post_destroy(void *arg)
 {
   rmx_ctx_t *ctx = arg;
@@ -221,6 +277,7 @@ int main(int argc, char **argv)
     cmocka_unit_test(messages_rpcs_and_timers),
     cmocka_unit_test(refused_where_it_cannot_work),
     cmocka_unit_test(progress_modes_poll_or_sleep),
+    cmocka_unit_test(a_send_from_a_close_callback_goes_out),
   };
   return cmocka_run_group_tests_name("wait-fd", tests, NULL, NULL);
 }

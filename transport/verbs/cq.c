@@ -188,20 +188,28 @@ static void on_wc(const struct ibv_wc *wc)
   complete_upto(tc, s, vb_wc_status(wc->status));
 }
 
-/* Poll until the CQ is empty; returns how many completions were found. */
+/*
+ * Poll until the CQ is empty, then give back receive buffers and post what
+ * the completions' callbacks built (vb_flush_all); returns how many
+ * completions were found. A poll that returns fewer than it asked for
+ * found the CQ empty: no second, empty poll before the replies leave.
+ */
 int vb_cq_drain(vb_dev_t *dev)
 {
   struct ibv_wc wc[VB_POLL_BATCH];
   int n, found = 0;
-  while ((n = ibv_poll_cq(dev->cq, VB_POLL_BATCH, wc)) > 0) {
-    found += n;
+  do {
+    n = ibv_poll_cq(dev->cq, VB_POLL_BATCH, wc);
     for (int i = 0; i < n; i++)
       on_wc(&wc[i]);
-  }
-  if (n == 0)
+    if (n > 0)
+      found += n;
+  } while (n == VB_POLL_BATCH);
+  if (n >= 0)
     dev->cq_empty_gen++; /* what was queued before this poll is all seen */
-  if (n < 0)
+  else
     RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
   vb_repost_all(dev->tp);
+  vb_flush_all(dev->tp);
   return found;
 }

@@ -81,6 +81,7 @@ static int drain_start(struct rmx_tp_conn *tc)
   struct ibv_send_wr *bad;
 
   tc->chain = tc->chain_last = NULL; /* never posted: failed with the ring */
+  rmx_list_del(&tc->flush_link);
   if (ibv_modify_qp(tc->qp, &attr, IBV_QP_STATE) != 0)
     return RMX_EIO;
   tc->drain_slot.wr = (struct ibv_send_wr){.wr_id = (uintptr_t)&tc->drain_slot,
@@ -166,6 +167,7 @@ void vb_conn_reap(struct rmx_tp_conn *tc)
   tc->id = NULL;
   rmx_list_del(&tc->link);
   rmx_list_del(&tc->repost_link);
+  rmx_list_del(&tc->flush_link);
   uv_close((uv_handle_t *)&tc->timer, tc_timer_closed);
 }
 

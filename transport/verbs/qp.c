@@ -166,10 +166,12 @@ static void chain(struct rmx_tp_conn *tc, vb_slot_t *s, int must_signal)
     s->signaled = 1;
     tc->posted_unsig = 0;
   }
-  if (tc->chain_last)
+  if (tc->chain_last) {
     tc->chain_last->next = &s->wr;
-  else
+  } else {
     tc->chain = &s->wr;
+    rmx_list_push(&tc->tp->unflushed, &tc->flush_link);
+  }
   tc->chain_last = &s->wr;
 }
 
@@ -301,6 +303,19 @@ int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint
   return 0;
 }
 
+/*
+ * What a batch of completions made the owner post is posted when the batch
+ * has been dispatched (vb_cq_drain), not a loop phase later when the core
+ * flushes: the reply to a message then leaves without waiting for the rest
+ * of the loop's turn. It is still one doorbell per connection per batch.
+ */
+void vb_flush_all(struct rmx_tp *tp)
+{
+  rmx_list_t *n;
+  while ((n = tp->unflushed.next) != &tp->unflushed)
+    vb_flush(rmx_container_of(n, struct rmx_tp_conn, flush_link));
+}
+
 void vb_flush(struct rmx_tp_conn *tc)
 {
   struct ibv_send_wr *bad;
@@ -320,6 +335,7 @@ void vb_flush(struct rmx_tp_conn *tc)
   }
   struct ibv_send_wr *first = tc->chain;
   tc->chain = tc->chain_last = NULL;
+  rmx_list_del(&tc->flush_link);
   vb_spin(tc->dev); /* adaptive: what this asks for may complete soon */
   int rc = ibv_post_send(tc->qp, first, &bad);
   if (rc) {

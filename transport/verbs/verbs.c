@@ -143,6 +143,7 @@ static int vb_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   rmx_list_init(&tp->devs);
   rmx_list_init(&tp->conns);
   rmx_list_init(&tp->repost);
+  rmx_list_init(&tp->unflushed);
   rmx_list_init(&tp->parked);
   tp->ech = rdma_create_event_channel();
   if (!tp->ech || vb_set_nonblock(tp->ech->fd)) {

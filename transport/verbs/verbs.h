@@ -108,6 +108,7 @@ struct rmx_tp_conn {
   vb_slot_t *slots;
   uint32_t sq_depth, head, tail, posted_unsig;
   struct ibv_send_wr *chain, *chain_last; /* built, not yet posted */
+  rmx_list_t flush_link;   /* in tp->unflushed while chain is non-empty */
   uint32_t max_inline;
   uint8_t *bounce;         /* sq_depth * VB_BOUNCE, inside rx_mr */
   uint64_t max_msg;        /* largest single RDMA operation */
@@ -151,6 +152,7 @@ struct rmx_tp {
   vb_dev_t *dev;           /* the device in use (one per context for now) */
   rmx_list_t conns;
   rmx_list_t repost;       /* conns with receive buffers to give back */
+  rmx_list_t unflushed;    /* conns with requests built, not yet posted */
   rmx_list_t parked;       /* closed undrained conns, kept until the CQ is clear */
   uint32_t live;           /* conns and listeners not yet freed */
   int handles;
@@ -238,6 +240,8 @@ int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint
               uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
 unsigned vb_caps(struct rmx_tp_conn *tc);
 void vb_flush(struct rmx_tp_conn *tc);
+/* Post what every connection has built (the end of a batch of completions). */
+void vb_flush_all(struct rmx_tp *tp);
 void vb_repost_all(struct rmx_tp *tp);
 
 /* cq.c */
