@@ -44,6 +44,11 @@ static inline void rmx__defer_once(rmx_ctx_t *ctx, rmx__deferred_t *d)
 
 /* ---- buffer pool ---- */
 #define RMX_BUF_HEADROOM 64 /* room for a frame header before the payload */
+/* An op holds its own frame in frame[]: control frames, RTS, and eager
+ * messages so small that they need no pool buffer (every transport takes
+ * a frame this small from unregistered memory). */
+#define RMX_OP_FRAME_MAX RMX_TP_SMALL_FRAME
+_Static_assert(RMX_WIRE_CTRL_MAX <= RMX_OP_FRAME_MAX, "control frames fit in an op");
 /* Where a DATA frame starts in a pool buffer: its header, then ext bytes
  * (the RPC extension, if any), then the payload at rmx_buf_data(). */
 #define RMX_BUF_FRAME(b, ext) ((b)->base + RMX_BUF_HEADROOM - RMX_WIRE_HDR_LEN - (ext))
@@ -180,44 +185,12 @@ typedef struct rmx__op {
   uint8_t is_imm;
   uint8_t rpc_flag;   /* RMX_FF_RPC_REQ / _REP: the frame carries rpcx */
   rmx_wire_rpc_t rpcx;
-  uint32_t frame_len; /* CTRL/RNDV: bytes in frame[] */
-  uint8_t frame[RMX_WIRE_CTRL_MAX];
+  uint32_t frame_len; /* CTRL/RNDV/small EAGER: bytes in frame[] */
+  uint8_t frame[RMX_OP_FRAME_MAX];
 } rmx__op_t;
 
-/* ---- credits (src/msg/credit.c): pure bookkeeping, no I/O ---- */
-/* A credit is one free receive buffer at the peer (docs/protocol.md). */
-typedef struct rmx__credit {
-  uint32_t credits;       /* frames we may still send */
-  uint32_t owed;          /* our receive buffers freed, not yet returned */
-  uint32_t owed_data;     /* of those, freed by non-CREDIT frames */
-  uint32_t peer_depth;    /* the peer's receive buffers */
-  uint32_t rx_unreturned; /* frames received whose credit is not yet returned */
-} rmx__credit_t;
-
-/* What a frame to send needs: BYE none, CREDIT one (it may use the last),
- * everything else two (the last stays for CREDIT). */
-uint32_t rmx__credit_need(int ctrl_type);
-/* May a CREDIT frame (a credit return or a keepalive) go now? It takes the
- * last credit only when it returns some: two sides each spending their
- * last on a frame that returns nothing (crossing keepalives) would both be
- * left with none, each waiting for the other. */
-int rmx__credit_frame_ok(const rmx__credit_t *k);
-/* Take what is owed for an outgoing header; untake when it was not sent. */
-uint16_t rmx__credit_take(rmx__credit_t *k);
-void rmx__credit_untake(rmx__credit_t *k, uint16_t n);
-/* The peer returned n in a header: 0, or -1 when that is more than it was
- * ever given (nothing changes then). */
-int rmx__credit_returned(rmx__credit_t *k, uint16_t n);
-/* The peer used one of our depth receive buffers with a frame (credit_frame:
- * a CREDIT frame). 0, or why it had no right to: RMX__CREDIT_OVER (beyond
- * its credits), RMX__CREDIT_LAST (the last credit, not for a CREDIT). */
-enum { RMX__CREDIT_OVER = 1, RMX__CREDIT_LAST = 2 };
-int rmx__credit_rx(rmx__credit_t *k, uint32_t depth, int credit_frame);
-/* One of our receive buffers is free again; by_credit: it held a CREDIT
- * frame (returned, but never a reason to send a CREDIT frame back). */
-void rmx__credit_freed(rmx__credit_t *k, int by_credit);
-/* Half the receive window is owed for data: time for a CREDIT frame. */
-int rmx__credit_want_frame(const rmx__credit_t *k, uint32_t depth);
+/* ---- credits (src/msg/credit.h): pure bookkeeping, no I/O ---- */
+#include "msg/credit.h"
 
 /* ---- op classes: how the scheduler and the event dispatch treat an op,
  * installed per kind by the layer that owns the kind ---- */

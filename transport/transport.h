@@ -88,7 +88,8 @@ enum {
 typedef enum { RMX_TP_FADD, RMX_TP_CSWAP } rmx_tp_atomic_t;
 
 /* One gather element of a send. mem is NULL for memory the transport may
- * copy (it then copies or sends inline). */
+ * copy (it then copies or sends inline): every transport takes a frame of
+ * up to RMX_TP_SMALL_FRAME bytes that way. */
 typedef struct rmx_tp_sge {
   const void *addr;
   size_t len;
@@ -96,6 +97,7 @@ typedef struct rmx_tp_sge {
 } rmx_tp_sge_t;
 
 #define RMX_TP_MAX_SGE 3
+#define RMX_TP_SMALL_FRAME 64
 
 typedef enum {
   RMX_TP_EV_ESTABLISHED,  /* handshake done; data/len: the peer's hello (active side) */

@@ -1,7 +1,7 @@
 /*
  * The send scheduler: the connection's queues (control frames, one-sided
  * operations, messages), posting what credits allow, control frames, and
- * credit returns. The credit rules themselves are src/msg/credit.c.
+ * credit returns. The credit rules themselves are src/msg/credit.h.
  */
 #include <string.h>
 
@@ -53,7 +53,7 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
     c->ka.due = 0;
     return 0;
   }
-  if (op->kind == RMX_OP_EAGER) {
+  if (op->kind == RMX_OP_EAGER && op->buf) {
     uint8_t *hdr = RMX_BUF_FRAME(op->buf, EXT_LEN(op));
     sge.mem = NULL;
     if ((c->ops->flags & RMX_TP_F_LOCAL_REG) &&

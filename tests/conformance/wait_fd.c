@@ -4,7 +4,9 @@
  * and an RPC echo go both ways (a call made outside the loop leaves
  * rmx_ctx_timeout() at 0 until it is handed over), a call that is never answered times out
  * (so timers run when no fd is readable), the calls are refused where
- * they cannot work, and a destroy from a callback ends the context. Poll
+ * they cannot work, a send made from on_disconnect (after the turn's last
+ * flush) leaves rmx_ctx_timeout() at 0 and goes out, and a destroy from a
+ * callback ends the context. Poll
  * and adaptive progress keep rmx_ctx_timeout() at 0 around traffic (the
  * caller busy-polls): poll for good, adaptive until spin_us of quiet.
  *

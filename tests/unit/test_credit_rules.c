@@ -1,5 +1,5 @@
 /*
- * The credit rules (src/msg/credit.c) as pure functions, against
+ * The credit rules (src/msg/credit.h) as pure functions, against
  * docs/protocol.md's flow-control section: what each frame needs, the last
  * credit kept for CREDIT frames, returns bounded by what was given, and
  * when a CREDIT frame is due.

@@ -196,13 +196,12 @@ int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op)
   if (need_lkey && !inl && total > VB_BOUNCE)
     return RMX_EINVAL; /* unregistered memory is only for small frames */
 
-  uint32_t idx = tc->head % tc->sq_depth;
   vb_slot_t *s = slot_take(tc, SLOT_SEND, op);
   s->wr.opcode = IBV_WR_SEND;
   if (inl) {
     s->wr.send_flags = IBV_SEND_INLINE;
   } else if (need_lkey) { /* copy into this slot's registered bounce area */
-    uint8_t *b = tc->bounce + (size_t)idx * VB_BOUNCE, *p = b;
+    uint8_t *b = tc->bounce + (size_t)(s - tc->slots) * VB_BOUNCE, *p = b;
     for (int i = 0; i < n; i++) {
       memcpy(p, sge[i].addr, sge[i].len);
       p += sge[i].len;

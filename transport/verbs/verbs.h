@@ -9,7 +9,7 @@
 
 #include "../transport.h"
 
-#define VB_BOUNCE 64       /* per send slot: frames too big to inline, with no lkey */
+#define VB_BOUNCE RMX_TP_SMALL_FRAME /* per send slot: frames too big to inline, with no lkey */
 #define VB_SIG_EVERY 16    /* at most this many unsignaled sends in a row */
 #define VB_POLL_BATCH 32
 #define VB_SPIN_CHECK 16   /* adaptive: empty polls per clock read */
