@@ -224,7 +224,7 @@ static void serve_one(const char *req, char *rep, size_t len)
   server_t *s;
   int kind;
   long pid;
-  if (sscanf(req, "start %d", &kind) == 1 && kind >= SRV_SINK && kind <= SRV_SEQ &&
+  if (sscanf(req, "start %d", &kind) == 1 && kind >= SRV_SINK && kind <= SRV_SEQ_ECHO &&
       srv.nservers < MAX_SERVERS) {
     s = calloc(1, sizeof(*s));
     server_start(srv.ctx, s, kind);
