@@ -241,8 +241,9 @@ typedef struct rmx_tp_ops {
    * The memory stays the caller's until the SEND event. A transport may hold
    * posted work until flush(), and may start it sooner: verbs posts what
    * its own completion callbacks posted at the end of that batch of
-   * completions, the core's flush then finding nothing. Errors (not posted): RMX_EAGAIN (verbs: the
-   * send queue is full: try again after a completion; TCP queues without
+   * completions, the core's flush then finding nothing. Errors (not
+   * posted): RMX_EAGAIN (verbs: the send queue is full: try again after a
+   * completion; TCP queues without
    * bound), RMX_ENOTCONN (not established or going down), RMX_EMSGSIZE
    * (longer than a receive buffer: TCP checks this side's eager size, verbs
    * the negotiated one), RMX_EINVAL (n outside 1..RMX_TP_MAX_SGE, or an

@@ -90,6 +90,24 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   return 0;
 }
 
+/* Post a message (or write-with-immediate) taken from the front of the
+ * send queue, or one that found it empty. One not posted goes (back) to
+ * its front; an error other than a full send queue (RMX_EAGAIN: retried
+ * after a completion) takes the connection down, and the op fails with
+ * the rest in conn_finish. */
+static int post_msg(rmx_conn_t *c, rmx__op_t *op)
+{
+  int rc = post(c, op);
+  if (rc) {
+    rmx_list_push_front(&c->sendq, &op->link);
+    if (rc != RMX_EAGAIN)
+      rmx__conn_down(c, rc);
+    return rc;
+  }
+  c->stalled = 0;
+  return 0;
+}
+
 /* Send what credits allow: control frames first, then user messages. The
  * connection is queued for a flush only when something was posted: most
  * calls (after every completion and every message received) find the
@@ -151,15 +169,9 @@ void rmx__msg_progress(rmx_conn_t *c)
   while ((n = c->sendq.next) != &c->sendq && c->cr.credits >= rmx__credit_need(RMX_FR_DATA)) {
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
     rmx_list_del(n);
-    if ((rc = post(c, op)) != 0) {
-      /* Back in its place; on failure it fails with the rest in conn_finish. */
-      rmx_list_push_front(&c->sendq, &op->link);
-      if (rc != RMX_EAGAIN)
-        rmx__conn_down(c, rc);
+    if (post_msg(c, op) != 0)
       goto out;
-    }
     posted = 1;
-    c->stalled = 0;
   }
   if (!rmx_list_empty(&c->sendq) && !c->stalled) {
     c->stalled = 1;
@@ -188,15 +200,8 @@ void rmx__msg_submit(rmx_conn_t *c, rmx__op_t *op)
     rmx__msg_progress(c);
     return;
   }
-  int rc = post(c, op);
-  if (rc == 0) {
-    c->stalled = 0;
+  if (post_msg(c, op) == 0)
     rmx__conn_flush_later(c);
-    return;
-  }
-  rmx_list_push(&c->sendq, &op->link); /* EAGAIN: after a completion */
-  if (rc != RMX_EAGAIN)
-    rmx__conn_down(c, rc); /* it fails with the rest in conn_finish */
 }
 
 /* Queue a control frame: FIN (fin), or a header with body[0..len). */

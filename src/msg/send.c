@@ -65,35 +65,27 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
   if (len > c->max_msg)
     return RMX_EMSGSIZE;
 
-  if (!ubuf && RMX_WIRE_HDR_LEN + ext + len <= RMX_OP_FRAME_MAX) {
-    /* Small: the frame is built in the op itself, no pool buffer. */
+  if (len + ext <= c->eager_max) {
     op = rmx__op_get(c->ctx, c, RMX_OP_EAGER);
     if (!op)
       return RMX_ENOMEM;
-    uint8_t *hdr = op->frame;
-    if (len)
-      memcpy(hdr + RMX_WIRE_HDR_LEN + ext, data, len);
-    rmx_wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
-    if (rpc_flag)
-      rmx_wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
-    op->frame_len = (uint32_t)(RMX_WIRE_HDR_LEN + ext + len);
-    c->st.eager_sent++;
-  } else if (len + ext <= c->eager_max) {
-    op = rmx__op_get(c->ctx, c, RMX_OP_EAGER);
-    if (!op)
-      return RMX_ENOMEM;
+    uint8_t *hdr; /* the frame: header, RPC extension, payload */
     if (ubuf) {
       op->buf = ubuf;
       op->user_buf = 1;
+      hdr = RMX_BUF_FRAME(op->buf, ext);
+    } else if (RMX_WIRE_HDR_LEN + ext + len <= RMX_OP_FRAME_MAX) {
+      hdr = op->frame; /* small: built in the op itself, no pool buffer */
+      op->frame_len = (uint32_t)(RMX_WIRE_HDR_LEN + ext + len);
     } else {
       if ((rc = rmx__buf_alloc(c->ctx, len, &op->buf)) != 0) {
         rmx__op_put(op);
         return rc;
       }
-      if (len)
-        memcpy(rmx_buf_data(op->buf), data, len);
+      hdr = RMX_BUF_FRAME(op->buf, ext);
     }
-    uint8_t *hdr = RMX_BUF_FRAME(op->buf, ext);
+    if (!ubuf && len)
+      memcpy(hdr + RMX_WIRE_HDR_LEN + ext, data, len);
     rmx_wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
     if (rpc_flag)
       rmx_wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
