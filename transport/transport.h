@@ -97,7 +97,7 @@ typedef struct rmx_tp_sge {
 } rmx_tp_sge_t;
 
 #define RMX_TP_MAX_SGE 3
-#define RMX_TP_SMALL_FRAME 64
+#define RMX_TP_SMALL_FRAME 128
 
 typedef enum {
   RMX_TP_EV_ESTABLISHED,  /* handshake done; data/len: the peer's hello (active side) */
@@ -307,6 +307,12 @@ typedef struct rmx_tp_ops {
   void (*mem_dereg)(rmx_tp_mem_t *m);
   /* The key a peer names this registration by (valid until mem_dereg). */
   uint64_t (*mem_rkey)(const rmx_tp_mem_t *m);
+
+  /* RMX_TP_F_LOOP_SPIN transports, optional: called once per loop turn
+   * while the core busy-polls. Look for input without waiting and handle
+   * what is there as the loop would (callbacks may run). Returns 1 when it
+   * found some. */
+  int (*spin)(rmx_tp_t *tp);
 } rmx_tp_ops_t;
 
 #endif

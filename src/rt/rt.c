@@ -115,6 +115,9 @@ void rmx__flush_ctx_init(rmx_ctx_t *ctx)
 static void spin_cb(uv_idle_t *h)
 {
   rmx_ctx_t *ctx = h->data;
+  for (int i = 0; i < RMX_TP_COUNT; i++)
+    if (ctx->tp[i] && ctx->tp_ops[i]->spin && ctx->tp_ops[i]->spin(ctx->tp[i]))
+      ctx->spin_active = 1;
   if (!ctx->spin_ns)
     return;
   if (ctx->spin_active) {

@@ -66,6 +66,7 @@ rmx_tp_conn_t *tcp_conn_new(rmx_tp_t *tp)
   rmx_list_init(&tc->lst_link);
   rmx_list_init(&tc->srvq);
   rmx_list_init(&tc->srv_sent);
+  rmx_list_init(&tc->later_link);
   rmx_list_push(&tp->conns, &tc->tp_link);
   tc->serial = ++tp->next_serial;
   uv_tcp_init(tp->loop, &tc->h);

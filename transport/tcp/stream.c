@@ -11,6 +11,7 @@
  * sends anything else is cut off; see docs/protocol.md.
  */
 #include <string.h>
+#include <sys/socket.h>
 
 #include "../../src/base/bytes.h"
 #include "tcp.h"
@@ -34,6 +35,9 @@ void tcp_conn_close(rmx_tp_conn_t *tc)
     return;
   tcp_flush(tc); /* posted sends are written or cancelled with the rest */
   tc->closing = 1;
+  if (tc->tp->hot == tc)
+    tc->tp->hot = NULL;
+  rmx_list_del(&tc->later_link);
   if (tc->lst) {
     rmx_list_del(&tc->lst_link);
     tc->lst->npending--;
@@ -182,12 +186,34 @@ static void ended_report(rmx_tp_conn_t *tc)
   }
 }
 
-static void later_cb(uv_timer_t *t)
+/* The instance's idle handle: what ended since, connection by connection.
+ * Only those queued before this pass: what their callbacks queue waits for
+ * the next turn, so the loop still polls in between. A connection closed
+ * meanwhile has left the list (its handles' close reports for it). */
+void tcp_later_cb(uv_idle_t *h)
 {
-  rmx_tp_conn_t *tc = t->data;
-  ended_report(tc);
-  if (tc->fail_later)
-    tcp_fail(tc, tc->fail_later);
+  rmx_tp_t *tp = h->data;
+  rmx_list_t now, *n;
+  rmx_list_init(&now);
+  rmx_list_splice(&now, &tp->laterq);
+  while ((n = rmx_list_pop(&now)) != NULL) {
+    rmx_tp_conn_t *tc = rmx_container_of(n, rmx_tp_conn_t, later_link);
+    ended_report(tc);
+    if (tc->fail_later)
+      tcp_fail(tc, tc->fail_later);
+  }
+  if (rmx_list_empty(&tp->laterq))
+    uv_idle_stop(h);
+}
+
+static void later(rmx_tp_conn_t *tc)
+{
+  rmx_tp_t *tp = tc->tp;
+  if (!rmx_list_empty(&tc->later_link))
+    return;
+  if (rmx_list_empty(&tp->laterq))
+    uv_idle_start(&tp->later, tcp_later_cb);
+  rmx_list_push(&tp->laterq, &tc->later_link);
 }
 
 /* The chain first..last ended with status: report it from the loop. */
@@ -201,7 +227,7 @@ static void ended_add(rmx_tp_conn_t *tc, wreq_t *first, wreq_t *last, int status
     tc->ended = first;
   tc->ended_last = last;
   if (!tc->closing) /* else the handles' close reports it */
-    uv_timer_start(&tc->timer, later_cb, 0, 0);
+    later(tc);
 }
 
 /* End the connection with status from the loop, not from inside the call
@@ -211,7 +237,7 @@ void tcp_fail_later(rmx_tp_conn_t *tc, int status)
   if (tc->closing || tc->fail_later)
     return;
   tc->fail_later = status;
-  uv_timer_start(&tc->timer, later_cb, 0, 0);
+  later(tc);
 }
 
 int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
@@ -467,7 +493,30 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     return;
   }
   tc->rlen += (size_t)nread;
+  tc->tp->hot = tc;
   parse(tc);
+}
+
+/* Busy-polling (the core calls this once per loop turn while it spins):
+ * read the connection that last had input straight from its socket, as
+ * libuv would once its poll said the socket is readable. The socket's end
+ * and errors are left to libuv's read, which reports them in order. */
+int tcp_spin(rmx_tp_t *tp)
+{
+  rmx_tp_conn_t *tc = tp->hot;
+  uv_os_fd_t fd;
+  uv_buf_t b;
+  if (!tc || tc->closing || tc->dead || tc->state != TC_UP ||
+      uv_fileno((uv_handle_t *)&tc->h, &fd) != 0)
+    return 0;
+  alloc_cb((uv_handle_t *)&tc->h, 0, &b);
+  if (b.len == 0)
+    return 0;
+  ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
+  if (n <= 0)
+    return 0;
+  read_cb((uv_stream_t *)&tc->h, n, &b);
+  return 1;
 }
 
 int tcp_read_start(rmx_tp_conn_t *tc)

@@ -184,6 +184,10 @@ static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   rmx_list_init(&tp->conns);
   for (int i = 0; i < MEM_BUCKETS; i++)
     rmx_list_init(&tp->mem[i]);
+  rmx_list_init(&tp->laterq);
+  uv_idle_init(tp->loop, &tp->later);
+  tp->later.data = tp;
+  tp->live++; /* the handle */
   *out = tp;
   return 0;
 }
@@ -211,13 +215,14 @@ static void tp_unlive(rmx_tp_t *tp)
     tp_free(tp);
 }
 
-/* Sockets still closing (rejected peers) finish on the loop; the instance
- * goes with the last of them. */
+static void later_closed(uv_handle_t *h) { tp_unlive(h->data); }
+
+/* The later handle and sockets still closing (rejected peers) finish on
+ * the loop; the instance goes with the last of them. */
 static void tcp_fini(rmx_tp_t *tp)
 {
   tp->finishing = 1;
-  if (tp->live == 0)
-    tp_free(tp);
+  uv_close((uv_handle_t *)&tp->later, later_closed);
 }
 
 static int tcp_devices(rmx_device_info_t **out, int *n) { return RMX_ENOTSUP; }
@@ -250,4 +255,5 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .mem_reg = tcp_mem_reg,
   .mem_dereg = tcp_mem_dereg,
   .mem_rkey = tcp_mem_rkey,
+  .spin = tcp_spin,
 };

@@ -126,6 +126,9 @@ struct rmx_tp {
   uint32_t nfree_w, nfree_rd, nfree_srv;
   rmx_list_t mem[MEM_BUCKETS];
   rmx_list_t conns; /* every rmx_tp_conn_t not yet freed */
+  rmx_tp_conn_t *hot; /* the last connection that read something (busy-polling) */
+  uv_idle_t later;    /* reports what ended outside libuv's callbacks... */
+  rmx_list_t laterq;  /* ...for these connections (tc->later_link) */
   uint64_t next_serial;
   uint32_t live; /* listeners and connections not yet freed */
   int finishing;
@@ -171,9 +174,10 @@ struct rmx_tp_conn {
   /* Sends posted since the last flush, written then together: a chain of
    * requests (the first's uv_write_t carries the batch if libuv must) and
    * their buffers. Requests that ended without a libuv callback wait in
-   * ended for the timer to report them. */
+   * ended for the instance's later handle to report them. */
   wreq_t *bq_first, *bq_last, *ended, *ended_last;
-  int fail_later;      /* tcp_fail_later's status, until its timer runs */
+  int fail_later;      /* tcp_fail_later's status, until it is reported */
+  rmx_list_t later_link; /* in tp->laterq while ended or fail_later waits */
   unsigned bq_n;
   uv_buf_t bq_bufs[TC_BATCH_BUFS];
   rmx_list_t tp_link;  /* in tp->conns */
@@ -215,6 +219,8 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 
 /* stream.c */
 void tcp_conn_close(rmx_tp_conn_t *tc);
+int tcp_spin(rmx_tp_t *tp);
+void tcp_later_cb(uv_idle_t *h);
 void tcp_conn_finish(rmx_tp_conn_t *tc);
 void tcp_fail(rmx_tp_conn_t *tc, int status);
 void tcp_fail_later(rmx_tp_conn_t *tc, int status);
