@@ -59,8 +59,15 @@ static void srv_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
     s->rep.bytes += len;
     return;
   }
-  /* From a pool buffer: data is only valid during this call, and a large
-   * message goes by rendezvous, read after it returns. */
+  /* data is only valid during this call. A message that fits the smallest
+   * receive buffer a peer may offer (256 bytes, header included) is always
+   * sent eagerly, copied before rmx_send returns; a larger one may go by
+   * rendezvous, read after it returns, so it is echoed from a pool buffer. */
+  if (len <= 256 - 8) {
+    if (rmx_send(c, data, len, NULL, NULL) != 0)
+      fprintf(stderr, "rmx-perf server: cannot echo %zu bytes\n", len);
+    return;
+  }
   rmx_buf_t *b;
   if (rmx_buf_get(ctx, len ? len : 1, &b) != 0) {
     fprintf(stderr, "rmx-perf server: no buffer to echo %zu bytes\n", len);
