@@ -190,7 +190,7 @@ static void ended_report(rmx_tp_conn_t *tc)
  * Only those queued before this pass: what their callbacks queue waits for
  * the next turn, so the loop still polls in between. A connection closed
  * meanwhile has left the list (its handles' close reports for it). */
-void tcp_later_cb(uv_idle_t *h)
+static void tcp_later_cb(uv_idle_t *h)
 {
   rmx_tp_t *tp = h->data;
   rmx_list_t now, *n;

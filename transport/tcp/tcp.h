@@ -220,7 +220,6 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 /* stream.c */
 void tcp_conn_close(rmx_tp_conn_t *tc);
 int tcp_spin(rmx_tp_t *tp);
-void tcp_later_cb(uv_idle_t *h);
 void tcp_conn_finish(rmx_tp_conn_t *tc);
 void tcp_fail(rmx_tp_conn_t *tc, int status);
 void tcp_fail_later(rmx_tp_conn_t *tc, int status);
