@@ -59,11 +59,10 @@ static void srv_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
     s->rep.bytes += len;
     return;
   }
-  /* data is only valid during this call. A message that fits the smallest
-   * receive buffer a peer may offer (256 bytes, header included) is always
-   * sent eagerly, copied before rmx_send returns; a larger one may go by
+  /* data is only valid during this call. rmx_send copies a message of up
+   * to RMX_EAGER_MSG_MIN bytes before it returns; a larger one may go by
    * rendezvous, read after it returns, so it is echoed from a pool buffer. */
-  if (len <= 256 - 8) {
+  if (len <= RMX_EAGER_MSG_MIN) {
     if (rmx_send(c, data, len, NULL, NULL) != 0)
       fprintf(stderr, "rmx-perf server: cannot echo %zu bytes\n", len);
     return;

@@ -27,6 +27,8 @@
 #define RMX_RMA_WINDOW_MAX 4096u
 #define RMX_SILENCE_MIN 100u /* shortest silence limit, ms (keepalive) */
 #define RMX_HANDLER_BUCKETS 64
+_Static_assert(RMX_EAGER_MSG_MIN == RMX_EAGER_MIN - RMX_WIRE_HDR_LEN,
+               "rmx_send copies what fits the smallest receive buffer a peer may offer");
 
 /* ---- deferred work: runs from the loop, never inside an API call ---- */
 typedef struct rmx__deferred {

@@ -435,13 +435,21 @@ RMX_API void rmx_conn_stats(const rmx_conn_t *c, rmx_conn_stats_t *st);
 /**@{*/
 
 /**
+ * @brief The eager limit every connection has at least: a message of up to
+ * this many bytes is always copied before rmx_send() returns, whatever
+ * either side's eager size (every peer offers receive buffers of at least
+ * 256 bytes, 8 of them for the frame header).
+ */
+#define RMX_EAGER_MSG_MIN 248
+
+/**
  * @brief Send a message of 0 .. max_msg_size bytes. Order is kept per
  * connection.
  *
  * Small messages are copied into a registered buffer before the call
- * returns. Large ones (above the eager size) go zero-copy by rendezvous:
- * the peer reads them from @p data, which must stay valid and unchanged
- * until @p on_sent runs.
+ * returns (always those of up to @ref RMX_EAGER_MSG_MIN bytes). Large ones
+ * (above the eager size) go zero-copy by rendezvous: the peer reads them
+ * from @p data, which must stay valid and unchanged until @p on_sent runs.
  * @return 0, @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL,
  *         @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (a new pool slab could not be
  *         registered: the message is refused, the connection stays)

@@ -39,7 +39,8 @@ void message_sizes(void **state)
 {
   /* 120 is the largest sent from the op itself (no pool buffer), 121 the
    * smallest sent from a pool buffer */
-  static const size_t sizes[] = {0, 1, 2, 56, 57, 63, 64, 120, 121, 128, 4095, 8183, 8184, 8185, 8192, 65536,
+  static const size_t sizes[] = {0, 1, 2, 56, 57, 63, 64, 120, 121, 128,
+                                 4095, 8183, 8184, 8185, 8192, 65536,
                                  (1u << 20) + 3, 16u << 20, 64u << 20};
   rmx_ctx_t *ctx = ctx_new(0);
   server_t s;
