@@ -3,8 +3,9 @@
  * runs the caller's loop. The peer that stops reading is a raw socket in a
  * helper thread: it completes the TCP handshake (docs/protocol.md), offers
  * big receive buffers, then never reads again, so the server's writes
- * stall in the kernel. Every callback is counted: exactly once each, and
- * nothing after on_closed.
+ * stall in the kernel; in one case it keeps sending CREDIT frames, so only
+ * the kernel's timeout ends the connection. Every callback is counted:
+ * exactly once each, and nothing after on_closed.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -31,7 +32,8 @@ typedef struct world {
   rmx_listener_t *l;
   int port;
   rmx_conn_t *c; /* the accepted connection */
-  int accepted, sent_ok, sent_err, closed, disconnects, after_closed;
+  int accepted, sent_ok, sent_err, closed, disconnects, disconnect_status, after_closed;
+  int talk;      /* the raw peer sends a CREDIT frame every 100 ms (and still never reads) */
   int peer_up;   /* the raw peer finished its handshake */
   int peer_quit; /* tells the raw peer to go */
   pthread_t th;
@@ -81,8 +83,12 @@ static void *stalled_peer(void *arg)
   }
   assert_int_equal(ack[4], 2); /* HELLO_ACK */
   __atomic_store_n(&w->peer_up, 1, __ATOMIC_SEQ_CST);
-  while (!__atomic_load_n(&w->peer_quit, __ATOMIC_SEQ_CST))
+  static const uint8_t credit[8] = {0, 0, 0, 0, 16 + 4, 0, 0, 0}; /* CREDIT, 0 credits */
+  for (int ms = 0; !__atomic_load_n(&w->peer_quit, __ATOMIC_SEQ_CST); ms++) {
     usleep(1000); /* never reads: the server's writes stall */
+    if (w->talk && ms % 100 == 0 && write(fd, credit, sizeof(credit)) != sizeof(credit))
+      break; /* the server has gone */
+  }
   close(fd);
   return NULL;
 }
@@ -109,6 +115,7 @@ static void on_disc(rmx_conn_t *c, int status, void *arg)
   world_t *w = arg;
   w->after_closed += w->closed;
   w->disconnects++;
+  w->disconnect_status = status;
 }
 
 static void on_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
@@ -128,15 +135,21 @@ static void run_until(const int *counter, int want)
 
 /* A context (on loop, or its own), a listener, and a stalled peer whose
  * connection has NMSG big messages queued towards it. */
-static void world_up(uv_loop_t *loop)
+static void world_up2(uv_loop_t *loop, int talk)
 {
   rmx_config_t cfg;
   char uri[128];
   memset(&W, 0, sizeof(W));
+  W.talk = talk;
   alarm(60); /* a hang fails the test */
   assert_int_equal(rmx_config_init(&cfg), 0);
   cfg.eager_size = 1u << 20;
   cfg.close_timeout_ms = 300;
+  if (talk) { /* the kernel gives up on unacknowledged bytes after 1 s */
+    cfg.keepalive_ms = 200;
+    cfg.keepalive_timeout_ms = 1000;
+    cfg.progress = RMX_PROGRESS_POLL;
+  }
   assert_int_equal(rmx_ctx_create(&W.ctx, loop, &cfg), 0);
   W.loop = rmx_ctx_loop(W.ctx);
   assert_int_equal(rmx_listen(W.ctx, "tcp://127.0.0.1:0", on_accept, &W, &W.l), 0);
@@ -154,6 +167,8 @@ static void world_up(uv_loop_t *loop)
     uv_run(W.loop, UV_RUN_NOWAIT);
   assert_true(W.sent_ok < NMSG); /* the peer really stalls us */
 }
+
+static void world_up(uv_loop_t *loop) { world_up2(loop, 0); }
 
 static void world_down(void)
 {
@@ -193,6 +208,30 @@ static void destroy_is_bounded_when_the_peer_stops_reading(void **state)
   assert_int_equal(rmx_ctx_destroy(W.ctx), 0);
   check_ended();
   world_down();
+}
+
+/* A peer that keeps talking but never reads: the kernel gives up on the
+ * bytes it does not acknowledge (TCP_USER_TIMEOUT, keepalive_timeout_ms)
+ * and the connection ends with RMX_ETIMEDOUT. Under poll progress the
+ * busy-poll read of this connection, which the peer's frames keep the
+ * hot one, may be the call that takes the socket's error: the cause must
+ * still come through, not a reset. Which call finds it varies: rounds. */
+static void peer_that_stops_reading_times_out(void **state)
+{
+  for (int round = 0; round < 6; round++) {
+    world_up2(NULL, 1);
+    run_until(&W.disconnects, 1);
+    assert_int_equal(W.disconnect_status, RMX_ETIMEDOUT);
+    assert_int_equal(rmx_conn_close(W.c, on_closed, &W), 0);
+    run_until(&W.closed, 1);
+    assert_int_equal(W.sent_ok + W.sent_err, NMSG);
+    assert_true(W.sent_err > 0);
+    assert_int_equal(W.disconnects, 1);
+    assert_int_equal(W.after_closed, 0);
+    rmx_listener_close(W.l);
+    assert_int_equal(rmx_ctx_destroy(W.ctx), 0);
+    world_down();
+  }
 }
 
 /* ---- destroy never runs the caller's loop ---- */
@@ -367,6 +406,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(close_is_bounded_when_the_peer_stops_reading),
     cmocka_unit_test(destroy_is_bounded_when_the_peer_stops_reading),
+    cmocka_unit_test(peer_that_stops_reading_times_out),
     cmocka_unit_test(destroy_never_runs_the_callers_loop),
     cmocka_unit_test(destroy_from_a_callback_inside_run),
     cmocka_unit_test(destroy_with_an_unanswered_request),

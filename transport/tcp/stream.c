@@ -10,6 +10,7 @@
  * an rmx frame's header is carried in that one (frame.h). A peer that
  * sends anything else is cut off; see docs/protocol.md.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -84,6 +85,8 @@ void tcp_fail(rmx_tp_conn_t *tc, int status)
 {
   if (tc->dead || tc->closing)
     return;
+  if (status == RMX_ECONNRESET && tc->spin_err) /* the socket's own cause, */
+    status = rmx__uv_err(tc->spin_err);         /* which tcp_spin took off it */
   if (tc->state == TC_FINISHING) { /* the peer's end (or a reset): done */
     tcp_conn_close(tc);
     return;
@@ -162,6 +165,7 @@ static void write_cb(uv_write_t *req, int status)
   rmx_tp_conn_t *tc = w->tc;
   wkind_t kind = w->kind;
   int rc = rmx__uv_err(status);
+  tc->wr_busy--;
   ended_report(tc);
   for (; w; w = next) {
     next = w->next;
@@ -248,6 +252,7 @@ int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
     W_PUT(tc->tp, w);
     return rmx__uv_err(rc);
   }
+  tc->wr_busy++;
   return 0;
 }
 
@@ -364,7 +369,10 @@ void tcp_flush(rmx_tp_conn_t *tc)
     return;
   tc->bq_first = tc->bq_last = NULL;
   tc->bq_n = 0;
-  int r = uv_try_write((uv_stream_t *)&tc->h, bufs, n);
+  /* Not while a uv_write's callback is still to run: libuv may have
+   * written it already (its queue is empty, so the socket would take
+   * these), but its end must be reported before theirs. */
+  int r = tc->wr_busy ? 0 : uv_try_write((uv_stream_t *)&tc->h, bufs, n);
   if (r == UV_EAGAIN)
     r = 0; /* writes are queued ahead, or the socket is full */
   if (r >= 0) {
@@ -377,8 +385,10 @@ void tcp_flush(rmx_tp_conn_t *tc)
     }
     bufs[i].base += skip;
     bufs[i].len -= skip;
-    if ((r = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs + i, n - i, write_cb)) == 0)
+    if ((r = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs + i, n - i, write_cb)) == 0) {
+      tc->wr_busy++;
       return;
+    }
   }
   ended_add(tc, w, last, rmx__uv_err(r));
   tcp_fail_later(tc, rmx__uv_err(r));
@@ -500,7 +510,9 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 /* Busy-polling (the core calls this once per loop turn while it spins):
  * read the connection that last had input straight from its socket, as
  * libuv would once its poll said the socket is readable. The socket's end
- * and errors are left to libuv's read, which reports them in order. */
+ * is left to libuv's read, which reports it in order. An error recv
+ * returns is taken off the socket (libuv's reads and writes then find
+ * only the end): it is kept, and the connection's end reports it. */
 int tcp_spin(rmx_tp_t *tp)
 {
   rmx_tp_conn_t *tc = tp->hot;
@@ -513,6 +525,8 @@ int tcp_spin(rmx_tp_t *tp)
   if (b.len == 0)
     return 0;
   ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && !tc->spin_err)
+    tc->spin_err = uv_translate_sys_error(errno);
   if (n <= 0)
     return 0;
   read_cb((uv_stream_t *)&tc->h, n, &b);

@@ -177,6 +177,8 @@ struct rmx_tp_conn {
    * ended for the instance's later handle to report them. */
   wreq_t *bq_first, *bq_last, *ended, *ended_last;
   int fail_later;      /* tcp_fail_later's status, until it is reported */
+  int spin_err;        /* a socket error tcp_spin's recv took (libuv's read then sees the end) */
+  unsigned wr_busy;    /* uv_write requests whose callback has not run */
   rmx_list_t later_link; /* in tp->laterq while ended or fail_later waits */
   unsigned bq_n;
   uv_buf_t bq_bufs[TC_BATCH_BUFS];
