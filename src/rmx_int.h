@@ -412,6 +412,7 @@ struct rmx_ctx {
   uv_timer_t auth_timer;
   uv_timer_t alive_timer;  /* keepalive sweep (src/msg/alive.c) */
   uint32_t alive_period;
+  uint64_t alive_due;      /* when the sweep should run next */
   rmx_list_t reconnecting; /* connections waiting to reconnect, soonest first */
   uv_timer_t recon_timer;
   uint32_t recon_seed;     /* jitter */

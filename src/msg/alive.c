@@ -13,6 +13,12 @@
  * (the shortest interval any of them needs); the data path only stamps
  * times (uv_now, no system call) as frames come and go, and no timer is
  * touched per message. A sweep costs one pass over the connections.
+ *
+ * A sweep that runs more than a period after its time found the loop held
+ * (a long callback, a long call between turns, a stalled machine): what
+ * the peers sent meanwhile is still unread, since libuv runs timers before
+ * it polls. That sweep sends what is due but judges no one; the next one
+ * does, once the loop has read what waited.
  */
 #include "rmx_int.h"
 
@@ -47,6 +53,7 @@ void rmx__alive_start(rmx_conn_t *c)
     return; /* neither side watches */
   if (!uv_is_active((uv_handle_t *)&ctx->alive_timer) || period < ctx->alive_period) {
     ctx->alive_period = period;
+    ctx->alive_due = now + period;
     uv_timer_start(&ctx->alive_timer, alive_tick, period, period);
   }
 }
@@ -96,8 +103,9 @@ static void alive_tick(uv_timer_t *t)
   uint64_t now = uv_now(ctx->loop);
   uint32_t limit = rmx__alive_limit(&ctx->cfg);
   rmx_list_t *n, *next;
-  int any = 0;
+  int any = 0, held = now > ctx->alive_due + ctx->alive_period;
 
+  ctx->alive_due = now + ctx->alive_period; /* libuv repeats from now */
   ctx->in_cb++;
   for (n = ctx->conns.next; n != &ctx->conns; n = next) {
     next = n->next; /* nothing here frees a connection, but stay safe */
@@ -105,7 +113,7 @@ static void alive_tick(uv_timer_t *t)
     if (c->state != RMX_CS_ESTABLISHED)
       continue;
     any = 1;
-    if (limit && watch(c, now, limit))
+    if (limit && !held && watch(c, now, limit))
       continue;
     if (c->ka.send_ms && now - c->ka.last_tx >= c->ka.send_ms && !c->ka.due &&
         rmx__credit_frame_ok(&c->cr)) {

@@ -25,6 +25,7 @@ void close_with_pending_sends(void **state);
 void close_with_pending_large_sends(void **state);
 void peer_killed_fails_outstanding(void **state);
 void server_survives_killed_client(void **state);
+void held_loop_keeps_a_talking_peer(void **state);
 void post_from_other_threads(void **state); /* conformance_context.c */
 void lives_in_callers_loop(void **state);
 void names_and_ipv6(void **state);

@@ -216,6 +216,50 @@ void peer_killed_fails_outstanding(void **state)
   ctx_done(ctx);
 }
 
+/* A loop held longer than the silence limit (a long callback, or a long
+ * call between turns) does not lose a peer that kept talking: its frames
+ * wait unread, and the first sweep after the hold lets the loop read them
+ * before judging. The peer is another process that tolerates our silence
+ * (its limit is the default 10 s) and sends a keepalive every 200 ms; our
+ * limit is 1 s and the loop is held for 3 s. It dies on our first message,
+ * which shows the connection still carries one. */
+void held_loop_keeps_a_talking_peer(void **state)
+{
+  char uri[128];
+  assert_int_equal(setenv("RMX_KEEPALIVE_MS", "200", 1), 0); /* the server's */
+  long dying = dying_server(uri, sizeof(uri));
+  assert_int_equal(unsetenv("RMX_KEEPALIVE_MS"), 0);
+  assert_true(uri[0] != '\0');
+  rmx_config_t cfg;
+  rmx_ctx_t *ctx;
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  cfg.keepalive_ms = 200;
+  cfg.keepalive_timeout_ms = 1000;
+  assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), 0);
+  client_t cl;
+  client_connect(ctx, &cl, uri);
+  run_until(ctx, &cl.connected, 1);
+  assert_int_equal(cl.connect_status, 0);
+  run_for_ms(ctx, 500); /* keepalives both ways */
+  usleep(3000 * 1000);  /* the loop is held */
+  run_for_ms(ctx, 1500);
+  if (cl.disconnects) { /* the server must not outlive the case */
+    if (!peer_ctl) {
+      kill((pid_t)dying, SIGKILL);
+      dying_server_reap(dying);
+    }
+    fail_msg("the peer was declared lost after the loop was held: %s",
+             rmx_err_name(cl.last_disconnect));
+  }
+  assert_int_equal(rmx_send(cl.c, "die", 3, cl_sent, &cl), 0);
+  run_until(ctx, &cl.disconnects, 1);
+  assert_int_equal(cl.sent_before_disconnect, 1);
+  client_close(ctx, &cl);
+  int st = dying_server_reap(dying);
+  assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  ctx_done(ctx);
+}
+
 void server_survives_killed_client(void **state)
 {
   rmx_ctx_t *ctx = ctx_new(0);
