@@ -244,15 +244,23 @@ void tcp_fail_later(rmx_tp_conn_t *tc, int status)
   later(tc);
 }
 
+/* Hand a chain to libuv; its end comes through write_cb. */
+static int uv_write_counted(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n)
+{
+  int r = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs, n, write_cb);
+  if (r == 0)
+    tc->wr_busy++;
+  return r;
+}
+
 int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
   tcp_flush(tc); /* frames leave in the order they were made */
-  int rc = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs, n, write_cb);
+  int rc = uv_write_counted(tc, w, bufs, n);
   if (rc) {
     W_PUT(tc->tp, w);
     return rmx__uv_err(rc);
   }
-  tc->wr_busy++;
   return 0;
 }
 
@@ -385,10 +393,8 @@ void tcp_flush(rmx_tp_conn_t *tc)
     }
     bufs[i].base += skip;
     bufs[i].len -= skip;
-    if ((r = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs + i, n - i, write_cb)) == 0) {
-      tc->wr_busy++;
+    if ((r = uv_write_counted(tc, w, bufs + i, n - i)) == 0)
       return;
-    }
   }
   ended_add(tc, w, last, rmx__uv_err(r));
   tcp_fail_later(tc, rmx__uv_err(r));
