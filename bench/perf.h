@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What rmx-perf's client and server share: the RPC handlers of the server,
  * the control requests that set it up, and the byte pattern both check.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-perf's clock: nanoseconds from the CPU's cycle counter where it has
  * one (x86-64), calibrated against CLOCK_MONOTONIC at start, as perftest

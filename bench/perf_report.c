@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-perf's output: latency statistics, and a table for people or one JSON
  * object per line for scripts (the fields bench/compare and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-perf's server: echoes messages and RPCs, counts and checks streamed
  * messages, and lends clients a registered region for one-sided tests, as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-perf: latency, bandwidth and message rate of rmx, measured the way
  * perftest's ib_*_lat/bw and ucx_perftest measure, so the figures can sit

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Install rules: the shared and static libraries, the headers, rmx.pc and
 # a CMake package (find_package(rmx) gives rmx::rmx and rmx::rmx_static).
 include(CMakePackageConfigHelpers)
@@ -7,6 +8,7 @@ install(TARGETS rmx rmx_static EXPORT rmxTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/rmx DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 if(TARGET rmx_verbs) # the verbs transport, loaded by librmx.so from beside it
   install(TARGETS rmx_verbs LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()

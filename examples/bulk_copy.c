@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-bulk-copy: copy a file of any size from one process to another by
  * RDMA READ of the sender's registered pages (the TCP transport emulates the

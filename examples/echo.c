@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-echo: an echo server and a ping-pong client.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-embed: rmx inside an application's own libuv loop, next to the
  * application's timers and plain sockets. The loop is the application's:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-info: what rmx can use on this host. RDMA devices and their ports,
  * which transports work here, and the configuration rmx would run with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-kv: a key-value service over rmx RPC, and its client.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the command-line tools share: -h/--help (usage on stdout, exit 0),
  * usage errors (a line saying what is wrong and the usage on stderr, exit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Context: configuration, the loop, deferred work, cross-thread posts. */
 #include <inttypes.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx_device_list: the devices of every transport in this build that has
  * any, found through the registry. Needs no context.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The transport registry. TCP is always built in. The verbs transport is
  * either built in (the static library: RMX_VERBS_BUILTIN), or a module the

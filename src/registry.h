@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The transport registry: which transports this build has, by URI scheme,
  * and which auto:// prefers. The core names no transport anywhere else;

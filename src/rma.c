@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One-sided operations: read, write, write-with-immediate, atomics.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal definitions of the transport-independent core. */
 #ifndef RMX_INT_H
 #define RMX_INT_H

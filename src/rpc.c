@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * RPC: requests and replies ride the message path (eager or rendezvous,
  * credits, order) with an RPC extension in the frame (docs/protocol.md).

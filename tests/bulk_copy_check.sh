@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rmx-bulk-copy end to end: files of 0 B, 1 B and 50 MiB + 123 B copied,
 # compared with cmp. Usage: bulk_copy_check.sh BINDIR SCHEME
 set -euo pipefail

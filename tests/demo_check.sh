@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The README's main job (scripts/demo) on the programs in BINDIR/..: a
 # run that passes exits 0 with its table, and one that fails (a URI
 # nothing can serve) exits 1 with a reason; either way its servers are

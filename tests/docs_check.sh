@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The API reference builds without a single Doxygen warning: every public
 # function, type, member, callback and error code documented, every
 # reference resolved (docs/Doxyfile).

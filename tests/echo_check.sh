@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rmx-echo end to end: a server, clients from 0 B to 16 MiB checking every
 # byte, then the server stopped. Usage: echo_check.sh BINDIR SCHEME
 set -euo pipefail

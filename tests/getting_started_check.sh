@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # docs/getting-started.md's program, as the page shows it: extract its C
 # block, compile it against this build with warnings as errors, run it,
 # and compare what it prints with what the page says it prints.

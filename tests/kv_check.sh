@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rmx-kv end to end: the demo (small values inline, large ones zero-copy),
 # then put/get/del from the command line. Usage: kv_check.sh BINDIR SCHEME
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rmx-perf end to end: every test against one server, a few sizes and few
 # iterations each (all data checked by rmx-perf itself, which exits 1 on a
 # wrong byte), the JSON lines checked for their fields and for sane values,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The command-line tools as a user meets them: --help prints the usage on
 # stdout and exits 0; every bad command line gets a line saying what is
 # wrong and the usage on stderr, and exit 2 (never a crash: a signal would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The transport interface (internal). A transport moves opaque frames
  * between two connected endpoints, reads and writes remote memory, and

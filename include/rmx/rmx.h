@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file rmx.h
  * @brief rmx: message passing over RDMA verbs, with a TCP transport that

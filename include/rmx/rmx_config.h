@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file rmx_config.h
  * @brief Configuration (rmx_config_t, its environment variables) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file rmx_ops.h
  * @brief One-sided RDMA and RPC: the part of rmx's API past messages.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Little-endian field access for wire formats. Base layer. */
 #ifndef RMX_BASE_BYTES_H
 #define RMX_BASE_BYTES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error conversions at the edges. Base layer. */
 #ifndef RMX_BASE_ERROR_H
 #define RMX_BASE_ERROR_H

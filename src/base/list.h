@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Intrusive doubly linked list: objects embed rmx_list_t, no allocation. */
 #ifndef RMX_LIST_H
 #define RMX_LIST_H

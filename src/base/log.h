@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Diagnostics: one line each on stderr, never stdout. Base layer: the core
  * and every transport log through it, each with the level it was given.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rmx URIs: scheme://host[:port]. Base layer: transports may include it. */
 #ifndef RMX_BASE_URI_H
 #define RMX_BASE_URI_H

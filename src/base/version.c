@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The library's version, for programs that compare it with the header's. */
 #include <rmx/rmx.h>
 

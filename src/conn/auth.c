@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Peer authentication with a shared secret (docs/protocol.md, "Peer
  * authentication"). All the cryptography is libsodium's:

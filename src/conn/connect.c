@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Connection set-up and close from the API: listen, connect, accept, the
  * handshake (hello checks, authentication's place in it), the hand-over

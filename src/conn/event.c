@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The progress engine's core side: every transport event enters here and
  * goes to the layer that owns it. The transports own the waiting (libuv

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Reconnect (rmx_connect_opts_t, docs/reliability.md): a client connection
  * that was established and then lost connects again, on the same handle,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The registration cache's unmap hooks (regcache.c says why it needs
  * them), installed the first time a cache keeps a registration, and not

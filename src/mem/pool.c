@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registered-buffer pool. Buffers come in power-of-two size classes
  * (256 B .. 1 MiB) cut from page-aligned slabs; a slab is registered with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The registration cache: transfers from the same memory reuse one
  * registration instead of registering every time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Liveness: keepalive frames, silence and credit stalls (docs/protocol.md,
  * keepalive; docs/reliability.md).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Credit flow control as pure bookkeeping (docs/protocol.md, flow control),
  * inline: it runs for every frame sent and received.

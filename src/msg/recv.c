@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Receiving messages. Inbound messages are delivered in the order they were
  * sent. An eager message that finds nothing ahead of it is delivered

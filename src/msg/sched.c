@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The send scheduler: the connection's queues (control frames, one-sided
  * operations, messages), posting what credits allow, control frames, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Sending messages: eager (one DATA frame, copied or the user's buffer) or
  * rendezvous (an RTS naming registered memory the peer reads, released at

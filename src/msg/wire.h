@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Wire format of rmx frames: encode/decode with bounds checks. Every field is
  * little-endian. See docs/protocol.md for the layout; this file is its code.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The connection object: its states, the one path every connection takes
  * down (rmx__conn_down -> transport close -> CLOSED -> conn_finish), so each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The runtime under every core layer: deferred work (it runs from the
  * loop, never inside an API call), the op freelist (no allocation per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The API against an adversary, run per transport:  rmx-api-order SCHEME [filter]
  *

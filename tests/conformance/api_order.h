@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the API-order cases (api_order_*.c) share: the tracking layer that
  * checks the callback contract on every connection (api_order_track.c), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * API order: cancel in the same turn as the call, many at once, twice,
  * after the reply and inside on_reply; and deadlines racing replies.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * API order: close from inside every callback on top of a workload that
  * runs them all, and close in the same turn as a connect, a large send, RPC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * API order, the matrices: every action from inside every callback of both
  * sides, every action inside callbacks that report an error, and every

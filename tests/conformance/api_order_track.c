@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The API-order suite's tracking layer (api_order.h): every callback checks
  * that it may run at all, counts what it promised against what ran, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The API-order suite's calls, each checked for what it may return; the
  * loop, bounded; and a world per case: a context, a server and a client in

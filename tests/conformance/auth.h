@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the authentication cases (auth_*.c) share: one loop per test, an
  * echoing server and a client with a secret each, raw peers in helper

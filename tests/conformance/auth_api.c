@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Authentication over the public API, on either transport: the same secret
  * connects and carries messages and an RPC, another secret or a secret on

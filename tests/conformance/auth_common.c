@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The authentication suite's loop, server, client, raw peers' threads and
  * proofs (auth.h). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Raw clients, written from docs/protocol.md, against an rmx server with a
  * secret (TCP only): the whole exchange by the page alone; AUTH skipped for

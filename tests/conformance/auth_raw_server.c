@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Raw servers, written from docs/protocol.md, against an rmx client with a
  * secret (TCP only): DATA before AUTH_OK, a hello with the flag and a nonce

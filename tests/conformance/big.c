@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A message larger than 1 GiB over TCP. The transport once refused reads
  * above 1 GiB, which took the connection down for any rendezvous message

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Closing and destroying never wait on a peer forever, and destroy never
  * runs the caller's loop. The peer that stops reading is a raw socket in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The conformance suite: written once against the public API, run against
  * every transport.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The conformance suite's cases (conformance_*.c), and the roles this
  * program plays again in a child process. */
 #ifndef RMX_TEST_CONFORMANCE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Conformance, the context: posts from other threads, a context in the
  * caller's loop, host names and IPv6, the device chosen by name.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Conformance, failures: connects that cannot succeed, closes in the middle
  * of things, and peers in other processes that are killed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Conformance, messages: connect, accept and close; every size byte for
  * byte, from the user's buffers and the pool's; 10,000 in order; many

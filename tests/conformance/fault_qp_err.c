@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A fault for the verbs transport's close path. Linked into a test program,
  * this ibv_modify_qp stands in front of libibverbs' own (the program's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Faults for the verbs fault test (verbs_faults.c), linked in front of
  * librdmacm and libibverbs (the program's symbols win for librmx's calls):

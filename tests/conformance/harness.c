@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers shared by the conformance suites: contexts, an echo server,
  * a checking client, and a loop runner with a hang guard. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers shared by the conformance suites (public API only). */
 #ifndef RMX_TEST_HARNESS_H
 #define RMX_TEST_HARNESS_H

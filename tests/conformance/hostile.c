@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A hostile rmx peer against a real rmx server in this process.
  *

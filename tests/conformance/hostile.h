@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the hostile-peer cases (hostile_*.c) share: data patterns, the rmx
  * server on this thread's loop, in-process clients, raw peers in helper

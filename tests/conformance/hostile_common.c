@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The hostile-peer suite's server, clients, setup and teardown, data
  * patterns, heap in use, log capture and registrations (hostile.h). */
 #include <malloc.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Hostile peers and flow control: frames into the last credit, remote
  * requests flooded past the window, a peer that keeps the window exactly,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Hostile peers and frames: every frame where it is not allowed closes only
  * that connection (or is refused before the handshake); a FIN and an

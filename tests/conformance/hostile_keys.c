@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Hostile peers and remote keys: guessed keys, and a key learned on one
  * connection used from another, against messages in flight; bit-flipped

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Hostile peers and the listener's limits: a flood of silent sockets
  * against the handshake limit, and the connection limit.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Hostile peers and memory: a read request sent with the FIN that says it
  * was read (the user frees the buffer at once), memory deregistered while a

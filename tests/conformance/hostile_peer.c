@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The hostile-peer suite's raw peers: helper threads that run a script on
  * a socket to the server, and what they read and write (hostile.h). */
 #include <errno.h>

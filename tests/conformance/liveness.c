@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Liveness (docs/protocol.md, keepalive; docs/reliability.md): idle
  * connections stay up however long they idle, whoever watches; a peer that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One-sided operations, written once, run per transport:
  *   rmx-one-sided SCHEME [filter]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The orderly close over TCP against a raw server (rawpeer.c, written from
  * docs/protocol.md): every send the client saw complete reaches the peer,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Servers on another host, for running the conformance cases across two
  * machines: `rmx-conformance SCHEME --serve [READY_FILE]` on one host

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A raw rmx peer over TCP, from docs/protocol.md alone (see rawpeer.h). */
 #include <arpa/inet.h>
 #include <errno.h>

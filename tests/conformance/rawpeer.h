@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A raw rmx peer over TCP, written from docs/protocol.md alone: the byte
  * order, the TCP stream framing, the hello, the rmx frame header, read

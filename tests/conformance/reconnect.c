@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Reconnect (rmx_connect_opts_t, docs/reliability.md). A server context and
  * a client context share one loop; the server goes away and comes back on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * RPC, written once, run per transport:  rmx-rpc SCHEME [filter]
  * Servers and clients share one loop; where their limits differ they are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A peer that keeps the remote window is never cut off. Two contexts on
  * two threads (so the target reads new requests while its answers are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Losses the verbs transport must detect and report, in one process with
  * two contexts, each on its own loop, both loops run from this thread (so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the verbs fault test (verbs_faults.c) and its shim share. */
 #ifndef RMX_TEST_VERBS_FAULTS_H
 #define RMX_TEST_VERBS_FAULTS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Two contexts on two threads in one process, over rdma://, and a real
  * async event: the RDMA port going down (its netdev set down inside the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the two-thread verbs test (verbs_threads*.c) shares: a world per
  * context (its thread, listener, clients and what each end saw), gates

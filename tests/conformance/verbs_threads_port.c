@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The RDMA port under the two-thread verbs test: its state, its netdev,
  * and taking it down and up (root inside the SoftRoCE VM).

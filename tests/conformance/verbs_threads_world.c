@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The two-thread verbs test's worlds: one context each, on its own thread,
  * with a listener and clients carrying traffic; every callback checked to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A context driven from an epoll loop that is not libuv's, through
  * rmx_ctx_fd(), rmx_ctx_timeout() and rmx_ctx_progress() only: messages

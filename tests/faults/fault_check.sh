@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Faults on one host: a server and an rmx-fault-peer client, the fault
 # injected once the client's workload is in full swing, the client's own
 # checks as the verdict (tests/faults/README.md).

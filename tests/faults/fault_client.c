@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The client role: keeps a workload in flight, counts every callback, and
  * when the connection drops checks what rmx.h promises of a lost peer:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The client role's state, shared by its workload (fault_client.c) and its
  * connection's life and checks (fault_run.c). */
 #ifndef RMX_FAULT_CLIENT_H

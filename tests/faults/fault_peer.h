@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx-fault-peer: a server and a client that count every callback, for
  * tests that kill, power off or cut the peer mid-transfer (issue 10).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The reconnecting client role: echo calls on a connection opened with
  * rmx_connect_opts and reconnect on, through one loss of the server's host

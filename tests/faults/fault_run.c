@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The client role's connection, from connect to destroy, and its verdict.
  *

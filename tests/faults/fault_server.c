@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The server role: checks every message against its seed, echoes RPCs,
  * and gives each connection a region of its own for one-sided writes

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The two-host fault tests, run by tests/vm/two-hosts: host A serves, host
 # B runs rmx-fault-peer clients over rdma and tcp at once, then host A is
 # lost and every client must see on_disconnect with everything it had

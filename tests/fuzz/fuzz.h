@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What every fuzz target shares: libFuzzer's entry points and a check that
  * fails loudly (libFuzzer keeps the input that broke a property). */
 #ifndef RMX_FUZZ_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The core's message path (credits, rendezvous, RPC, one-sided ops) over a
  * fake transport, as tests/unit/test_credits.c does it, driven by a program

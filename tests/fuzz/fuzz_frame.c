@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx_wire_decode: one core frame (header, RTS/FIN bodies, RPC extension).
  * Besides not crashing, what it accepts must be what the encoders write:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx_wire_hello_decode: the 32-byte handshake. An accepted hello re-encodes
  * to the bytes it came from; a refusal is told apart the documented way

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx__rkey_decode: a packed remote key, as an application hands it over
  * from its peer (rmx_rkey_unpack). Layout: first byte of the input picks the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The TCP transport's stream parser, and the core behind it, through the
  * public API only (the parser is transport/tcp/stream.c). One server

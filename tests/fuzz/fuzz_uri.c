@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx__uri_parse: a user's URI (rmx_listen, rmx_connect). What it accepts
  * names a known scheme, a host that fits, and a port of 1..5 digits no

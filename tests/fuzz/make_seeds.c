@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Writes the seed corpus of every fuzz target: a few small valid inputs and
  * near misses each, built with the library's own encoders so they stay in

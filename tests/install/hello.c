@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A program from outside the tree, built against an installed rmx
  * (tests/install/install_check.sh builds it three ways): connect to an

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The install test: install rmx from BUILD into a temporary prefix, check
 # what is there (files, SONAME, exported symbols), then build rmx-hello
 # (hello.c, a program from outside the tree) five ways and run each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rdma-core is optional at run time: librmx.so does not need libibverbs or
 # librdmacm to load; where the verbs module cannot be loaded, tcp:// works
 # and rdma:// is refused with the reason.

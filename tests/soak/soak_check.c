@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The soak's verdict, from the lines the last incarnation of each client
  * and server printed (soak_client.c, soak_server.c) and the faults the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The soak's client: one connection to each server, with reconnect, kept
  * busy by soak_client_ops.c until SIGTERM. Then it stops issuing, waits

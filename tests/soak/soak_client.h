@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The soak's client, shared between its connection lifecycle
  * (soak_client.c) and its operations (soak_client_ops.c).

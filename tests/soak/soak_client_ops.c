@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The soak client's traffic: on each connection up to SOAK_SLOTS operations
  * at once, each a random pick of a message the server echoes, an RPC it

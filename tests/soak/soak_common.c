@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the soak's roles share: the random numbers, the pattern every
  * payload carries, and the probes of a process's resource use.

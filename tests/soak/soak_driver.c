@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The soak's driver: starts RMX_TEST_SOAK_SERVERS servers and RMX_TEST_SOAK_CLIENTS
  * clients (this same program, fork+exec'ed in another role), then for

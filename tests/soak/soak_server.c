@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The soak's server: echoes every message, answers SOAK_RPC_XFORM with a
  * transform of the request, and gives each connection a region of its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Hostile and foreign peers on the TCP transport, played by raw sockets in a
  * helper thread: garbage, another protocol version, frames claiming more

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """
 The layer boundaries of rmx, checked from the built objects and the sources
 (docs/architecture.md, "Layers"):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A library test_memhooks loads after the hooks are in: its own munmap
  * call goes through its own relocation. */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Configuration as callers meet it: the size rule of rmx_config_t, every
  * environment value validated with a message that says what is accepted,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The credit rules (src/msg/credit.h) as pure functions, against
  * docs/protocol.md's flow-control section: what each frame needs, the last

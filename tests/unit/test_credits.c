@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Flow control and frame handling of the core, against a fake transport:
  * the test plays the peer, sees every frame the core posts, and injects

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx_device_list through the public API: 0 (no device on a host whose
  * kernel has no RDMA) or RMX_ENOTSUP (built without rdma-core), and inside

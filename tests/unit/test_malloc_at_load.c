@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The registration cache needs glibc's malloc never to map a block on its
  * own (free would unmap it behind the unmap hooks, and a cached

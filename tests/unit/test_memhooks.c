@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The registration cache's unmap hooks (src/mem/memhooks.c): nothing is
  * hooked until they are installed; then munmap, mremap and

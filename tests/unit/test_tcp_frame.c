@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The TCP stream framing's header checks (transport/tcp/frame.c) against
  * docs/protocol.md: which kinds each connection state takes, the body
  * lengths, the flags and reserved bits that must be zero, and rmx frames

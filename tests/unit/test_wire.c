@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shell helpers for the VM and fault scripts (sourced, bash).
 
 # wait_for SECONDS COMMAND...: poll every 50 ms; 1 on timeout.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TCP connections: their life from the socket to CLOSED, the handshake
  * (HELLO, then HELLO_ACK or REJECT) within the connect timeout, and the

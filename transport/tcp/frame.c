@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The TCP stream framing's header checks and body codecs: see frame.h. */
 #include "frame.h"
 

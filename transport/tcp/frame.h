@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The TCP transport's stream framing (docs/protocol.md, "TCP stream
  * framing"): frame kinds, body layouts, the connection states that allow

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The initiator of one-sided operations: remote reads, writes and atomics
  * we ask of the peer. Each goes out as one request frame (a write's data

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The byte stream of one TCP connection over its uv_tcp_t: frames handed
  * to libuv write requests (or written at once with uv_try_write), the read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The one-sided target: remote reads, writes and atomics a peer asks of
  * us, served from registered memory after checking the key, the scope,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The TCP transport: rmx frames over libuv streams, plus frames that carry
  * remote reads, writes and atomics, which the target serves from its

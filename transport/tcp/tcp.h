@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The TCP transport's own header: the objects its files share and the few
  * functions one of them calls in another. The files, bottom up; each calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A device's async events (QP fatal, port down, device fatal): the
  * per-process reader thread, their routing to the contexts using the

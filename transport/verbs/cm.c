@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Connections through rdma_cm: resolving the address and the route,
  * connect/accept with the hello in private data, listen, reject with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Completions: arming the completion channel, draining the CQ, and
  * dispatching each completion to its receive buffer or send slot.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Devices: the one a context uses, opened on its first connection or
  * listener (the route names it): a PD, and one CQ with a completion channel

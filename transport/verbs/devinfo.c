@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The host's RDMA devices, for rmx_device_list (the devices op): needs no
  * instance; opens each device briefly to read its limits and ports.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A connection's end, whatever ends it: failure (told to the owner once),
  * close, the drain that makes a close safe (every work request posted is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Errors at the verbs transport's edge: errno values from libibverbs and
  * librdmacm, and work completion statuses, become RMX_E* codes here and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Queue pairs: creation (receive buffers posted as one list), the ring of
  * send slots with selective signaling, posting sends, RDMA reads, writes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The verbs transport's instance: init and fini, the idle handler (poll
  * mode, deferred failures, reaping), memory registration, and the ops

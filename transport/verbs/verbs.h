@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's internals: RC queue pairs through rdma_cm. */
 #ifndef RMX_VERBS_H
 #define RMX_VERBS_H
