@@ -21,15 +21,28 @@ endif()
 
 set(RMX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rmx)
 install(EXPORT rmxTargets NAMESPACE rmx:: DESTINATION ${RMX_CMAKE_DIR})
-# What the static library needs from pkg-config, for rmxConfig.cmake.
+# What the static library needs, for rmxConfig.cmake (looked up there
+# quietly, only for rmx::rmx_static) and rmx.pc. In rmx.pc, libuv and
+# libsodium are Requires.private (the public dependencies: libuv's loop is
+# in the API) and rdma-core is Libs.private: pkg-config reads every
+# Requires.private package even for --cflags, so naming rdma-core there
+# would make the shared library unusable without rdma-core's development
+# files (and add libnl's include directory to every compile).
+set(RMX_STATIC_DEPS libuv)
 set(RMX_PC_DEPS libuv)
-set(RMX_PC_PRIVATE "")
-if(RMX_HAVE_VERBS)
-  string(APPEND RMX_PC_PRIVATE " libibverbs librdmacm")
-endif()
+set(RMX_PC_LIBS_PRIVATE "")
 if(SODIUM_FOUND)
-  string(APPEND RMX_PC_PRIVATE " libsodium")
+  list(APPEND RMX_STATIC_DEPS libsodium)
+  string(APPEND RMX_PC_DEPS " libsodium")
 endif()
+if(RMX_HAVE_VERBS)
+  list(APPEND RMX_STATIC_DEPS libibverbs librdmacm)
+  string(APPEND RMX_PC_LIBS_PRIVATE " -libverbs -lrdmacm")
+endif()
+foreach(_l ${CMAKE_DL_LIBS})
+  string(APPEND RMX_PC_LIBS_PRIVATE " -l${_l}")
+endforeach()
+list(JOIN RMX_STATIC_DEPS " " RMX_STATIC_DEPS)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rmxConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/rmxConfig.cmake
                               INSTALL_DESTINATION ${RMX_CMAKE_DIR})
