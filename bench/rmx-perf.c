@@ -414,7 +414,7 @@ static const char usage[] =
     "       rmx-perf client URI [options]    measure against a server\n"
     "  -t, --test NAME       send_lat (default), send_bw, send_rate, rpc_lat, rpc_rate,\n"
     "                        write_lat, write_bw, read_lat, read_bw, atomic_lat\n"
-    "  -s, --size LIST       sizes in bytes, comma-separated, K/M suffixes (default 8;\n"
+    "  -s, --size LIST       sizes in bytes, comma-separated, up to 64M (default 8;\n"
     "                        65536 for *_bw, 64 for *_rate; atomics are always 8)\n"
     "  -a, --all             every power of two from 2 B to 8 MiB\n"
     "  -n, --iters N         measured iterations per size (default 10000 for latency,\n"
