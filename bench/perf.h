@@ -46,16 +46,20 @@ typedef struct perf_result {
   size_t size;
   long iters, warmup, window;
   int conns;
-  double mb_s, mmsg_s;                     /* throughput tests */
+  double mib_s, mmsg_s;                    /* throughput tests: 2^20 B/s, 10^6 msg/s */
   double mean, p50, p99, p999, min, max;   /* latency tests, us */
+  double stddev;                           /* latency tests, us (population) */
 } perf_result_t;
 
-/* mean, percentiles, min and max of n > 0 latency samples (reordered) */
+/* mean, standard deviation, percentiles, min and max of n > 0 latency
+ * samples (reordered) */
 void perf_latency(perf_result_t *r, double *a, long n);
 void perf_header(int json, const perf_result_t *r);
 void perf_report(int json, const perf_result_t *r);
 
-/* The server (perf_server.c): serves clients on uri until SIGTERM/SIGINT. */
+/* The server (perf_server.c): serves clients on uri until SIGTERM/SIGINT.
+ * Returns 0, 1 when it could not serve, or 2 when the library refused the
+ * URI (a usage error). */
 int perf_server(rmx_ctx_t *ctx, const char *uri);
 
 #endif

@@ -188,6 +188,11 @@ int perf_server(rmx_ctx_t *c, const char *uri)
     rc = rmx_listen(ctx, uri, srv_accept, NULL, &l);
   if (rc == 0)
     rc = rmx_listener_uri(l, bound, sizeof(bound));
+  if (rc == RMX_EINVAL) { /* the URI (tool.h's rule): a usage error */
+    fprintf(stderr, "rmx-perf: cannot serve on '%s': %s (try 'rmx-perf --help')\n", uri,
+            rmx_strerror(rc));
+    return 2;
+  }
   if (rc) {
     fprintf(stderr, "rmx-perf: cannot serve on %s: %s\n", uri, rmx_strerror(rc));
     return 1;

@@ -363,7 +363,7 @@ static int run_test(const test_t *t, size_t size, long iters, long warmup, perf_
   if (R.failed)
     return -1;
   double secs = perf_ns(t0, t1) / 1e9;
-  res->mb_s = (double)size * (double)iters / secs / 1e6;
+  res->mib_s = (double)size * (double)iters / secs / (1 << 20); /* MiB/s, as perftest's MB/sec */
   res->mmsg_s = (double)iters / secs / 1e6;
   if (t->lat && R.nsamples) {
     perf_latency(res, R.samples, R.nsamples);
@@ -414,7 +414,7 @@ static const char usage[] =
     "       rmx-perf client URI [options]    measure against a server\n"
     "  -t, --test NAME       send_lat (default), send_bw, send_rate, rpc_lat, rpc_rate,\n"
     "                        write_lat, write_bw, read_lat, read_bw, atomic_lat\n"
-    "  -s, --size LIST       sizes in bytes, comma-separated, K/M suffixes (default 8;\n"
+    "  -s, --size LIST       sizes in bytes, comma-separated, up to 64M (default 8;\n"
     "                        65536 for *_bw, 64 for *_rate; atomics are always 8)\n"
     "  -a, --all             every power of two from 2 B to 8 MiB\n"
     "  -n, --iters N         measured iterations per size (default 10000 for latency,\n"
@@ -425,10 +425,15 @@ static const char usage[] =
     "      --json            one JSON object per size instead of the table\n"
     "      --progress-ms MS  a progress line on stderr this often (1000; 0: none)\n"
     "  -h, --help            this text\n"
-    "Latency: send_lat is one way (half the round trip, as ib_send_lat); rpc_lat is the\n"
-    "whole call; write_lat, read_lat and atomic_lat from post to completion. Bandwidth\n"
-    "in MB/s (10^6 bytes), send_bw until the server has counted every byte.\n"
-    "RMX_PROGRESS=event|poll|adaptive chooses how completions are waited for.\n";
+    "      --version         rmx-perf and the library's version\n"
+    "Latency in us: send_lat is one way (half the round trip, as ib_send_lat); rpc_lat\n"
+    "is the whole call; write_lat, read_lat and atomic_lat from post to completion;\n"
+    "mean, percentiles, min, max and the standard deviation. Bandwidth in MiB/s\n"
+    "(2^20 bytes a second, what perftest, UCX and sockperf call MB/s), send_bw until\n"
+    "the server has counted every byte; message rate in Mmsg/s (10^6 a second).\n"
+    "Numbers are decimal, with an optional K, M or G (2^10, 2^20, 2^30).\n"
+    "RMX_PROGRESS=event|poll|adaptive chooses how completions are waited for.\n"
+    "Exit 0: measured and every byte checked; 1: it failed; 2: a bad command line.\n";
 
 static size_t parse_sizes(const char *list, size_t *out, size_t max)
 {
@@ -436,12 +441,12 @@ static size_t parse_sizes(const char *list, size_t *out, size_t max)
   char *copy = strdup(list), *save = NULL;
   for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
     if (n == max)
-      tool_bad("at most %zu sizes", max);
-    out[n++] = (size_t)tool_num("a size", s, 1, 64ull << 20);
+      tool_bad("-s: at most %zu sizes", max);
+    out[n++] = (size_t)tool_num("-s size", s, 1, 64ull << 20);
   }
   free(copy);
   if (n == 0)
-    tool_bad("no size in '%s'", list);
+    tool_bad("-s: no size in '%s'", list);
   return n;
 }
 
@@ -453,18 +458,16 @@ int main(int argc, char **argv)
     {"warmup", required_argument, NULL, 'w'}, {"window", required_argument, NULL, 'W'},
     {"conns", required_argument, NULL, 'c'},  {"json", no_argument, NULL, 'j'},
     {"progress-ms", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
+    {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
   const test_t *t = &tests[0];
   size_t sizes[64], nsizes = 0;
   long iters = -1, warmup = -1, progress_ms = 1000;
   int json = 0, ch;
-  const char *slash = strrchr(argv[0], '/');
-  tool_name = slash ? slash + 1 : argv[0];
-  tool_usage_text = usage;
+  tool_init(argv, usage);
   R.window = 64;
   R.nconn = 1;
   opterr = 0;
-  while ((ch = getopt_long(argc, argv, "t:s:an:w:W:c:h", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, ":t:s:an:w:W:c:h", opts, NULL)) != -1) {
     switch (ch) {
     case 't':
       t = NULL;
@@ -485,17 +488,23 @@ int main(int argc, char **argv)
     case 'c': R.nconn = (int)tool_num("-c", optarg, 1, 256); break;
     case 'j': json = 1; break;
     case 'p': progress_ms = (long)tool_num("--progress-ms", optarg, 0, 3600000); break;
-    case 'h': fputs(usage, stdout); return 0;
-    default: tool_bad("unknown option or missing value '%s'", argv[optind - 1]);
+    case 'h': tool_help();
+    case 'V': tool_version();
+    case ':': tool_bad("%s needs a value", argv[optind - 1]);
+    default: tool_bad("unknown option '%s'", argv[optind - 1]);
     }
   }
   int nops = argc - optind;
   char **op = argv + optind;
   int server = nops >= 1 && strcmp(op[0], "server") == 0;
-  if (nops < 1 || (!server && strcmp(op[0], "client") != 0))
+  if (nops < 1)
     tool_bad("server or client");
+  if (!server && strcmp(op[0], "client") != 0)
+    tool_bad("'%s' is neither server nor client", op[0]);
   if (server ? nops > 2 : nops != 2)
-    tool_bad(server ? "server takes at most a URI" : "client takes a URI");
+    tool_bad(server ? "server takes at most a URI" : "client takes one URI");
+  if (nops == 2)
+    tool_uri("URI", op[1]);
   int rc = rmx_ctx_create(&ctx, NULL, NULL);
   if (rc) {
     fprintf(stderr, "rmx-perf: %s\n", rmx_strerror(rc));
@@ -523,6 +532,8 @@ int main(int argc, char **argv)
   rmx_conn_cbs_t cbs = {.on_recv = on_echo, .on_disconnect = on_disconnect};
   for (int i = 0; i < R.nconn && !R.failed; i++) {
     if ((rc = rmx_connect(ctx, op[1], on_connected, &R.pc[i], &R.pc[i].c)) != 0) {
+      if (rc == RMX_EINVAL) /* the URI: a usage error */
+        tool_uri_failed("connect to", op[1], rc);
       fail("connect", rc);
       break;
     }

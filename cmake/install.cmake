@@ -13,10 +13,11 @@ if(TARGET rmx_verbs) # the verbs transport, loaded by librmx.so from beside it
   install(TARGETS rmx_verbs LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 if(TARGET rmx-info)
-  # The tools find the library next to them wherever the prefix goes.
-  set_target_properties(rmx-info rmx-echo rmx-perf PROPERTIES
-                        INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
-  install(TARGETS rmx-info rmx-echo rmx-perf RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # The tools (README's Tools section) find the library next to them
+  # wherever the prefix goes.
+  set(RMX_TOOLS rmx-info rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed)
+  set_target_properties(${RMX_TOOLS} PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+  install(TARGETS ${RMX_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
 set(RMX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rmx)

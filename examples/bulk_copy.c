@@ -7,6 +7,9 @@
  *   rmx-bulk-copy serve URI FILE     offer FILE to the next client, then exit
  *   rmx-bulk-copy fetch URI OUTFILE  read it into OUTFILE, check the checksum
  *
+ * Exit 0 when copied and checked, 1 when it failed, 2 for a bad command
+ * line (tool.h).
+ *
  * The sender maps the file, registers it for remote reads, and sends one
  * message: size, checksum, packed key. The receiver reads it in 4 MiB
  * pieces, 8 in flight, into 8 buffers it registered once, and writes each
@@ -126,8 +129,10 @@ static int serve(const char *uri, const char *path)
   }
   close(fd);
   int rc = rmx_listen(ctx, uri, sv_accept, NULL, &sv.l);
-  if (rc || rmx_listener_uri(sv.l, bound, sizeof(bound))) {
-    fprintf(stderr, "rmx-bulk-copy: cannot listen on %s: %s\n", uri, rmx_strerror(rc));
+  if (rc)
+    return tool_uri_failed("listen on", uri, rc);
+  if ((rc = rmx_listener_uri(sv.l, bound, sizeof(bound))) != 0) {
+    fprintf(stderr, "rmx-bulk-copy: the bound URI: %s\n", rmx_strerror(rc));
     return 1;
   }
   printf("serve: offering %s (%zu bytes) on %s\n", path, sv.size, bound);
@@ -197,9 +202,9 @@ static void read_done(rmx_conn_t *c, int st, void *arg)
   double now = now_s();
   if (now >= fx.next_note && fx.done_bytes < fx.size) {
     if (fx.next_note > 0) /* not before the run has lasted that long */
-      fprintf(stderr, "fetch: %" PRIu64 " of %" PRIu64 " MiB (%.0f%%), %.1f MB/s\n",
+      fprintf(stderr, "fetch: %" PRIu64 " of %" PRIu64 " MiB (%.0f%%), %.1f MiB/s\n",
               fx.done_bytes >> 20, fx.size >> 20, 100.0 * (double)fx.done_bytes / (double)fx.size,
-              (double)fx.done_bytes / (now - fx.t0) / 1e6);
+              (double)fx.done_bytes / (now - fx.t0) / (1 << 20));
     fx.next_note = now + fx.every;
   }
   fetch_more();
@@ -209,8 +214,9 @@ static void finish(void)
 {
   double secs = now_s() - fx.t0;
   uint64_t sum = file_sum(fx.fd, fx.size);
-  printf("fetch: %" PRIu64 " bytes in %.3f s, %.1f MB/s over %s; checksum %016" PRIx64 " %s\n",
-         fx.size, secs, secs > 0 ? fx.size / secs / 1e6 : 0.0, rmx_conn_transport(fx.c), sum,
+  printf("fetch: %" PRIu64 " bytes in %.3f s, %.1f MiB/s over %s; checksum %016" PRIx64 " %s\n",
+         fx.size, secs, secs > 0 ? (double)fx.size / secs / (1 << 20) : 0.0,
+         rmx_conn_transport(fx.c), sum,
          sum == fx.sum ? "matches" : "DIFFERS");
   if (sum != fx.sum)
     failed = 1;
@@ -285,8 +291,15 @@ static int fetch(const char *uri, const char *path)
   fx.bufs = malloc((size_t)INFLIGHT * PIECE);
   for (int i = 0; i < INFLIGHT; i++)
     fx.free_slot[fx.nfree++] = i;
-  if (!fx.bufs || rmx_connect(ctx, uri, fx_connected, NULL, &fx.c))
+  if (!fx.bufs) {
+    fprintf(stderr, "rmx-bulk-copy: no memory for %d pieces of %u bytes\n", INFLIGHT, PIECE);
     return 1;
+  }
+  int rc = rmx_connect(ctx, uri, fx_connected, NULL, &fx.c);
+  if (rc) {
+    free(fx.bufs);
+    return tool_uri_failed("connect to", uri, rc);
+  }
   rmx_ctx_run(ctx);
   if (fx.rk)
     rmx_rkey_release(fx.rk);
@@ -302,22 +315,35 @@ static const char usage[] =
     "       rmx-bulk-copy fetch URI OUTFILE [PROGRESS_MS]\n"
     "                                        copy the served file into OUTFILE, with a\n"
     "                                        progress line on stderr every PROGRESS_MS\n"
-    "                                        (1000) once the copy lasts that long\n";
+    "                                        (1000; 1 to 3600000) once the copy lasts\n"
+    "                                        that long\n"
+    "       rmx-bulk-copy --help | --version\n"
+    "  URI: tcp://HOST:PORT, rdma://HOST:PORT or auto://HOST:PORT. Rates in MiB/s\n"
+    "  (2^20 bytes a second). Exit 0: copied and checked; 1: it failed; 2: a bad\n"
+    "  command line.\n";
 
 int main(int argc, char **argv)
 {
   int first = tool_options(argc, argv, usage), n = argc - first;
   char **op = argv + first;
-  if (n < 1 || (strcmp(op[0], "serve") && strcmp(op[0], "fetch")))
-    tool_bad("serve or fetch");
+  if (n < 1)
+    tool_bad("serve or fetch, a URI and a file");
+  if (strcmp(op[0], "serve") && strcmp(op[0], "fetch"))
+    tool_bad("'%s' is neither serve nor fetch", op[0]);
+  int fetching = strcmp(op[0], "fetch") == 0;
+  if (n < 3 || n > 3 + fetching)
+    tool_bad("%s takes %s", op[0], fetching ? "a URI, an OUTFILE and at most PROGRESS_MS"
+                                            : "a URI and a FILE");
+  tool_uri("URI", op[1]);
   fx.every = 1.0;
-  if (n == 4 && strcmp(op[0], "fetch") == 0)
+  if (n == 4)
     fx.every = (double)tool_num("PROGRESS_MS", op[3], 1, 3600000) / 1000.0;
-  else if (n != 3)
-    tool_bad("%s takes a URI and a file", op[0]);
-  if (rmx_ctx_create(&ctx, NULL, NULL))
+  int rc = rmx_ctx_create(&ctx, NULL, NULL);
+  if (rc) {
+    fprintf(stderr, "rmx-bulk-copy: %s\n", rmx_strerror(rc));
     return 1;
-  int rc = strcmp(op[0], "serve") == 0 ? serve(op[1], op[2]) : fetch(op[1], op[2]);
+  }
+  rc = strcmp(op[0], "serve") == 0 ? serve(op[1], op[2]) : fetch(op[1], op[2]);
   rmx_ctx_destroy(ctx);
   return rc;
 }

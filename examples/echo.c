@@ -7,7 +7,8 @@
  *                                       at a time, check each echo byte for
  *                                       byte, print round-trip times
  *
- * URI is tcp://host:port, rdma://host:port or auto://host:port.
+ * URI is tcp://host:port, rdma://host:port or auto://host:port. Exit 0 when
+ * done and checked, 1 when it failed, 2 for a bad command line (tool.h).
  */
 #include <rmx/rmx.h>
 #include <signal.h>
@@ -80,10 +81,8 @@ static int run_server(const char *uri)
   char bound[128];
   static uv_signal_t sig;
   int rc = rmx_listen(ctx, uri, on_accept, NULL, &l);
-  if (rc) {
-    fprintf(stderr, "rmx-echo: cannot listen on %s: %s\n", uri, rmx_strerror(rc));
-    return 1;
-  }
+  if (rc)
+    return tool_uri_failed("listen on", uri, rc);
   rmx_listener_uri(l, bound, sizeof(bound));
   printf("server: listening on %s\n", bound);
   fflush(stdout);
@@ -199,17 +198,18 @@ static int run_client(const char *uri, long count, size_t size)
   double start = now_us();
   int rc = rmx_connect(ctx, uri, on_connected, &cl, &cl.conn);
   if (rc) {
-    fprintf(stderr, "rmx-echo: cannot connect to %s: %s\n", uri, rmx_strerror(rc));
-    return 1;
+    free(cl.msg);
+    free(cl.rtt);
+    return tool_uri_failed("connect to", uri, rc);
   }
   rmx_ctx_run(ctx);
   double secs = (now_us() - start) / 1e6;
   if (!cl.failed && cl.done == count) {
     qsort(cl.rtt, (size_t)count, sizeof(double), cmp_double);
     printf("client: %ld echoes of %zu B checked: round trip median %.1f us, p99 %.1f us, "
-           "%.1f MB/s each way (%.2f s)\n",
-           count, size, cl.rtt[count / 2], cl.rtt[(count * 99) / 100], count * size / secs / 1e6,
-           secs);
+           "%.1f MiB/s each way (%.2f s)\n",
+           count, size, cl.rtt[count / 2], cl.rtt[(count * 99) / 100],
+           (double)count * (double)size / secs / (1 << 20), secs);
   }
   free(cl.msg);
   free(cl.rtt);
@@ -219,18 +219,29 @@ static int run_client(const char *uri, long count, size_t size)
 static const char usage[] =
     "usage: rmx-echo server URI\n"
     "       rmx-echo client URI [COUNT [SIZE]]\n"
+    "       rmx-echo --help | --version\n"
     "  server: echo every message back, until SIGTERM or SIGINT\n"
-    "  client: send COUNT messages (1000) of SIZE bytes (64) one at a time,\n"
-    "          check every echoed byte, print round-trip times\n";
+    "  client: send COUNT messages (1000; 1 to 10^9) of SIZE bytes (64; 0 to\n"
+    "          1 TiB) one at a time, check every echoed byte, print round-trip\n"
+    "          times and MiB/s (2^20 bytes a second)\n"
+    "  URI: tcp://HOST:PORT, rdma://HOST:PORT or auto://HOST:PORT. Numbers are\n"
+    "  decimal, with an optional K, M or G (2^10, 2^20, 2^30).\n"
+    "  Exit 0: done and checked; 1: it failed; 2: a bad command line.\n";
 
 int main(int argc, char **argv)
 {
   int first = tool_options(argc, argv, usage), n = argc - first;
   char **op = argv + first;
-  if (n < 2 || (strcmp(op[0], "server") && strcmp(op[0], "client")))
+  if (n < 1)
     tool_bad("server or client, and a URI");
+  if (strcmp(op[0], "server") && strcmp(op[0], "client"))
+    tool_bad("'%s' is neither server nor client", op[0]);
+  if (n < 2)
+    tool_bad("%s needs a URI", op[0]);
   if (strcmp(op[0], "server") == 0 ? n != 2 : n > 4)
-    tool_bad("too many operands");
+    tool_bad("too many operands: %s", strcmp(op[0], "server") == 0 ? "server takes only a URI"
+                                                                   : "client takes URI [COUNT [SIZE]]");
+  tool_uri("URI", op[1]);
   long count = n > 2 ? (long)tool_num("COUNT", op[2], 1, 1000000000) : 1000;
   uint64_t size = n > 3 ? tool_num("SIZE", op[3], 0, 1ull << 40) : 64;
   int rc = rmx_ctx_create(&ctx, NULL, NULL);

@@ -8,6 +8,8 @@
  *   rmx-kv del URI KEY
  *   rmx-kv demo URI               put/get/delete small and large values, checked
  *
+ * Exit 0 when done, 1 when it failed, 2 for a bad command line (tool.h).
+ *
  * Small values travel inside the RPCs. Values of 64 KiB and more go
  * zero-copy: a large put sends the server a key to the client's buffer and
  * the server RDMA-reads the value straight into its storage; a large get
@@ -290,8 +292,10 @@ static int serve(const char *uri)
   rmx_rpc_register(ctx, KV_PUT_FROM, h_put_from, NULL);
   rmx_rpc_register(ctx, KV_GET_INTO, h_get_into, NULL);
   int rc = rmx_listen(ctx, uri, srv_accept, NULL, &l);
-  if (rc || rmx_listener_uri(l, bound, sizeof(bound))) {
-    fprintf(stderr, "rmx-kv: cannot listen on %s: %s\n", uri, rmx_strerror(rc));
+  if (rc)
+    return tool_uri_failed("listen on", uri, rc);
+  if ((rc = rmx_listener_uri(l, bound, sizeof(bound))) != 0) {
+    fprintf(stderr, "rmx-kv: the bound URI: %s\n", rmx_strerror(rc));
     return 1;
   }
   printf("kv: serving on %s\n", bound);
@@ -442,7 +446,11 @@ static const char usage[] =
     "       rmx-kv put URI KEY VALUE    (VALUE @FILE: the file's bytes)\n"
     "       rmx-kv get URI KEY\n"
     "       rmx-kv del URI KEY\n"
-    "       rmx-kv demo URI             put and get values of 0 B to 16 MiB, checked\n";
+    "       rmx-kv demo URI             put and get values of 0 B to 16 MiB, checked\n"
+    "       rmx-kv --help | --version\n"
+    "  URI: tcp://HOST:PORT, rdma://HOST:PORT or auto://HOST:PORT; KEY: 1 to 250\n"
+    "  bytes. Exit 0: done; 1: it failed (no such key included); 2: a bad\n"
+    "  command line.\n";
 
 int main(int argc, char **argv)
 {
@@ -454,26 +462,36 @@ int main(int argc, char **argv)
   int known = 0;
   argv += first - 1; /* argv[1] is the command, as before */
   argc = nops + 1;
+  static const char *const takes[] = {"a URI", "a URI, a KEY and a VALUE", "a URI and a KEY",
+                                      "a URI and a KEY", "a URI"};
+  if (nops < 1)
+    tool_bad("server, put, get, del or demo, and a URI");
   for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-    if (nops >= 1 && strcmp(argv[1], cmds[i].cmd) == 0) {
+    if (strcmp(argv[1], cmds[i].cmd) == 0) {
       known = 1;
       if (nops != cmds[i].operands)
-        tool_bad("%s takes %d operands", cmds[i].cmd, cmds[i].operands - 1);
+        tool_bad("%s takes %s", cmds[i].cmd, takes[i]);
     }
   if (!known)
-    tool_bad("server, put, get, del or demo");
-  if (rmx_ctx_create(&ctx, NULL, NULL))
+    tool_bad("'%s' is not server, put, get, del or demo", argv[1]);
+  tool_uri("URI", argv[2]);
+  if (argc > 3 && (argv[3][0] == '\0' || strlen(argv[3]) > KEY_MAX))
+    tool_bad("KEY must be 1 to %d bytes, not %zu", KEY_MAX, strlen(argv[3]));
+  int rc = rmx_ctx_create(&ctx, NULL, NULL);
+  if (rc) {
+    fprintf(stderr, "rmx-kv: %s\n", rmx_strerror(rc));
     return 1;
+  }
   if (strcmp(argv[1], "server") == 0)
     return serve(argv[2]);
-  if (rmx_connect(ctx, argv[2], on_conn, NULL, &conn))
-    return 1;
+  if ((rc = rmx_connect(ctx, argv[2], on_conn, NULL, &conn)) != 0)
+    return tool_uri_failed("connect to", argv[2], rc);
   rmx_ctx_run(ctx);
   if (connected_status) {
     fprintf(stderr, "rmx-kv: connect: %s\n", rmx_strerror(connected_status));
     return 1;
   }
-  int rc = 1;
+  rc = 1;
   if (strcmp(argv[1], "demo") == 0) {
     rc = demo();
   } else if (strcmp(argv[1], "put") == 0 && argc == 5) {

@@ -30,7 +30,7 @@ for f in empty one big; do
   wait "$srv"
   cmp "$dir/$f" "$dir/$f.copy"
   cat "$dir/err" >&2
-  if [ "$f" = big ] && ! grep -qE '^fetch: [0-9]+ of 50 MiB \([0-9]+%\), [0-9.]+ MB/s$' "$dir/err"; then
+  if [ "$f" = big ] && ! grep -qE '^fetch: [0-9]+ of 50 MiB \([0-9]+%\), [0-9.]+ MiB/s$' "$dir/err"; then
     echo "bulk_copy_check: no progress line during the 50 MiB copy"; exit 1
   fi
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The install test: install rmx from BUILD into a temporary prefix, check
-# what is there (files, SONAME, exported symbols), then build rmx-hello
+# what is there (files, SONAME, exported symbols, the tools running
+# --version from the prefix), then build rmx-hello
 # (hello.c, a program from outside the tree) five ways and run each
 # against an rmx-echo server over loopback TCP:
 #   pkg-config, find_package (shared and static), add_subdirectory, and
@@ -41,6 +42,24 @@ extra=$(nm -D --defined-only "$lib/librmx.so" | awk '{print $3}' |
         grep -vE "^rmx_[a-z0-9_]+@@RMX_$abi\$|^RMX_$abi\$" || true)
 [ -z "$extra" ] || fail "librmx.so exports more than the API: $extra"
 step "installed: $soname, $(nm -D --defined-only "$lib/librmx.so" | grep -c ' rmx_') rmx_ functions under RMX_$abi"
+
+# Every tool README's Tools section names is installed, and runs from the
+# prefix (its rpath finds the installed library, not the build's).
+version=$(sed -n 's/^#define RMX_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' \
+          "$prefix/include/rmx/rmx.h" | paste -sd.)
+for t in rmx-info rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed; do
+  [ -x "$prefix/bin/$t" ] || fail "$t not installed in $prefix/bin"
+  found=$(env -u LD_LIBRARY_PATH ldd "$prefix/bin/$t" | sed -n "s/^\s*$soname => \(\S*\) .*/\1/p")
+  [ -n "$found" ] && [ "$(realpath "$found")" = "$(realpath "$lib/$soname")" ] ||
+    fail "$t finds '$found', not the installed $lib/$soname"
+  if [ "$t" = rmx-info ]; then # its options are its own
+    env -u LD_LIBRARY_PATH "$prefix/bin/$t" --help >/dev/null || fail "$t --help failed"
+    continue
+  fi
+  out=$(env -u LD_LIBRARY_PATH "$prefix/bin/$t" --version) || fail "$t --version failed"
+  [ "$out" = "$t $version" ] || fail "$t --version says '$out', not '$t $version'"
+done
+step "tools installed: $(cd "$prefix/bin" && echo rmx-*)"
 
 "$build/bin/rmx-echo" server tcp://127.0.0.1:0 >"$work/echo.log" 2>&1 &
 srv=$!
