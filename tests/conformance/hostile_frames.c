@@ -166,6 +166,8 @@ static size_t b_fin_short(uint8_t *o)
   return msg_frame(o, F_FIN, 0, 0, fin, 12);
 }
 static size_t b_credits_unowed(uint8_t *o) { return msg_frame(o, F_DATA, 0, 1000, "hi", 2); }
+/* BYE spends no credit, but the credits in its header count (protocol.md). */
+static size_t b_bye_unowed(uint8_t *o) { return msg_frame(o, F_BYE, 0, 5, NULL, 0); }
 static size_t b_msg_over_eager(uint8_t *o)
 {
   static uint8_t body[8192];
@@ -249,6 +251,7 @@ static const bad_t bads[] = {
   {"FIN of 12 bytes", 1, X_EPROTO, 0, b_fin_short},
   {"CREDIT with a body", 1, X_EPROTO, 0, b_credit_body},
   {"credits returned that were never owed", 1, X_EPROTO, 0, b_credits_unowed},
+  {"BYE returning credits never owed", 1, X_EPROTO, 0, b_bye_unowed},
   {"MSG over the eager size", 1, X_EPROTO, 0, b_msg_over_eager},
   {"RTS over the largest message", 1, X_EPROTO, 0, b_rts_over_max},
   {"WR_REQ with flag 2", 1, X_EPROTO, 0, b_wrreq_flags2},
