@@ -22,7 +22,9 @@
  * Handles (context, listener, connection, buffer) are opaque. Every
  * connection the application receives (from rmx_connect() or an accept
  * callback) must be closed once with rmx_conn_close(); its memory is released
- * after its close callback has run.
+ * after its close callback has run. Every string rmx returns (versions,
+ * error texts, transport names) is static: never NULL, valid for the life
+ * of the process, never to be freed.
  */
 #ifndef RMX_RMX_H
 #define RMX_RMX_H
@@ -56,9 +58,12 @@ extern "C" {
 #define RMX_VERSION ((RMX_VERSION_MAJOR << 16) | (RMX_VERSION_MINOR << 8) | RMX_VERSION_PATCH)
 /** @} */
 
-/** @brief The library's version, as @ref RMX_VERSION encodes it. */
+/** @brief The library's version, as @ref RMX_VERSION encodes it.
+ *  @return 0xMMmmpp of the librmx the program runs with (the header's is
+ *          @ref RMX_VERSION). */
 RMX_API unsigned rmx_version(void);
-/** @brief The library's version as text, "MAJOR.MINOR.PATCH". */
+/** @brief The library's version as text.
+ *  @return "MAJOR.MINOR.PATCH" (a static string). */
 RMX_API const char *rmx_version_string(void);
 
 /* ------------------------------------------------------------------ */
@@ -105,9 +110,15 @@ typedef enum {
   RMX_ENOHANDLER = -4005,       /**< the peer has no RPC handler for that id */
 } rmx_err_t;
 
-/** @brief Human-readable message for an error code (never NULL). */
+/** @brief Human-readable message for an error code.
+ *  @param err  0 or a negative @c RMX_E* code (any other value is allowed)
+ *  @return a sentence without a newline (a static string): "success" for 0,
+ *          "unknown error" for a value that is no @c RMX_E* code. */
 RMX_API const char *rmx_strerror(int err);
-/** @brief Symbolic name of an error code, e.g. "RMX_ECONNRESET" (never NULL). */
+/** @brief Symbolic name of an error code.
+ *  @param err  0 or a negative @c RMX_E* code (any other value is allowed)
+ *  @return the name, e.g. "RMX_ECONNRESET" (a static string); "RMX_OK" for
+ *          0, "RMX_EUNKNOWN" for a value that is no @c RMX_E* code. */
 RMX_API const char *rmx_err_name(int err);
 /**@}*/
 
@@ -178,10 +189,13 @@ typedef struct rmx_conn_cbs {
 RMX_API int rmx_ctx_create(rmx_ctx_t **ctx, struct uv_loop_s *loop, const rmx_config_t *cfg);
 
 /** @brief Run the private loop until rmx_ctx_stop() or nothing is left to do.
- *  @return 0, or @ref RMX_EINVAL for a context on the caller's loop. */
+ *  @param ctx  a context created with loop NULL
+ *  @return 0 (if a callback called rmx_ctx_destroy(), the context is gone);
+ *          @ref RMX_EINVAL if @p ctx is NULL, on the caller's loop, or running. */
 RMX_API int rmx_ctx_run(rmx_ctx_t *ctx);
-
-/** @brief Make rmx_ctx_run() return after the current loop iteration. */
+/** @brief Make rmx_ctx_run() (or uv_run() on the caller's loop) return
+ *  after the current loop iteration.
+ *  @param ctx  the context; from its own thread */
 RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
 
 /**
@@ -194,18 +208,22 @@ RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
  * @{
  */
 /** @brief The descriptor to wait on for readability (libuv's backend fd).
- *  @return the fd, or @ref RMX_EINVAL for a context on the caller's loop. */
+ *  @param ctx  a context created with loop NULL
+ *  @return the fd, the context's for its whole life (do not read or close
+ *          it), or @ref RMX_EINVAL if @p ctx is NULL or on the caller's loop. */
 RMX_API int rmx_ctx_fd(rmx_ctx_t *ctx);
 /** @brief How long to wait on rmx_ctx_fd() at most before calling
- *  rmx_ctx_progress() anyway, in ms: 0 means at once, -1 means only when
- *  the fd is readable (no timer is due). */
+ *  rmx_ctx_progress() anyway; ask before each wait.
+ *  @param ctx  a context created with loop NULL
+ *  @return ms: 0 means at once, -1 only when the fd is readable (no timer
+ *          is due); @ref RMX_EINVAL (-22): @p ctx NULL or on the caller's loop. */
 RMX_API int rmx_ctx_timeout(rmx_ctx_t *ctx);
 /**
  * @brief Run every callback that is due, without blocking.
+ * @param ctx  a context created with loop NULL
  * @return 0; 1 when a callback it ran called rmx_ctx_destroy(), which has
- *         then finished: the context is gone; @ref RMX_EINVAL for a
- *         context on the caller's loop, or when called from a callback or
- *         inside rmx_ctx_run().
+ *         then finished: the context is gone; @ref RMX_EINVAL if @p ctx is NULL
+ *         or on the caller's loop, or called from a callback or rmx_ctx_run().
  */
 RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
 /** @} */
@@ -214,11 +232,11 @@ RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
  * @brief Destroy a context.
  *
  * Every listener, connection and registration (rmx_mem_reg) must have been
- * closed or released first. Closes still
- * in flight finish, each within the close timeout (RMX_CLOSE_TIMEOUT_MS),
- * and every callback still owed runs exactly once; RPC requests whose
- * handlers never answered end with the context (their rmx_rpc_req_t
- * handles become invalid). Destroy never runs the caller's loop:
+ * closed or released first. Closes still in flight finish, each within the
+ * close timeout (RMX_CLOSE_TIMEOUT_MS), and every callback still owed runs
+ * exactly once; RPC requests whose handlers never answered end with the
+ * context (their rmx_rpc_req_t handles become invalid). Destroy never runs
+ * the caller's loop:
  * - private loop, called outside rmx_ctx_run(): it runs that loop until
  *   everything is closed, then frees the context before returning;
  * - private loop, called from a callback: rmx_ctx_run() finishes the job
@@ -230,19 +248,28 @@ RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
  *   frees itself when its last handle closes (uv_run then returns if
  *   nothing else is active on the loop).
  * In every case the context must not be used after the call.
+ * @param ctx  the context; NULL gives @ref RMX_EINVAL
  * @return 0, @ref RMX_EBUSY while a listener, connection or registration is open,
  *         @ref RMX_EALREADY when destruction already began.
  */
 RMX_API int rmx_ctx_destroy(rmx_ctx_t *ctx);
-
 /**
  * @brief Run @p fn(@p arg) on the context's thread. The only call that is
  *        safe from any thread.
- * @return 0, @ref RMX_ENOMEM, @ref RMX_ECANCELED once destruction began.
+ *
+ * Posts run in order, from the loop, never inside this call.
+ * @param ctx  the context; it must still exist (not freed) at the call
+ * @param fn   what to run; not NULL
+ * @param arg  passed to @p fn
+ * @return 0 (@p fn runs once, unless the context is destroyed first: posts
+ *         still queued then are dropped unrun), @ref RMX_EINVAL (@p ctx or
+ *         @p fn NULL), @ref RMX_ENOMEM, @ref RMX_ECANCELED once destruction
+ *         began.
  */
 RMX_API int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg);
-
-/** @brief The libuv loop the context runs in. */
+/** @brief The libuv loop the context runs in.
+ *  @param ctx  the context
+ *  @return the loop given to rmx_ctx_create(), or the context's own. */
 RMX_API struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx);
 /**@}*/
 
@@ -303,8 +330,8 @@ RMX_API int rmx_transport_available(const char *scheme, const char **why);
  *         @ref RMX_EINVAL (@p out or @p n is NULL)
  */
 RMX_API int rmx_device_list(rmx_device_info_t **out, int *n);
-
-/** @brief Free what rmx_device_list() returned; NULL is fine. */
+/** @brief Free what rmx_device_list() returned.
+ *  @param list  that array (invalid afterwards), or NULL: nothing is done */
 RMX_API void rmx_device_list_free(rmx_device_info_t *list);
 /**@}*/
 
@@ -316,43 +343,59 @@ RMX_API void rmx_device_list_free(rmx_device_info_t *list);
 /**
  * @brief Listen for connections.
  *
- * URIs: @c tcp://host:port, @c rdma://host:port, @c auto://host:port (RDMA
- * when a usable device serves the address, else TCP). IPv6 literals go in
- * brackets. Port 0 picks a free port: see rmx_listener_uri().
+ * URIs: @c tcp://host[:port], @c rdma://host[:port], @c auto://host[:port]
+ * (RDMA when a usable device serves the address, else TCP). IPv6 literals
+ * go in brackets. Without a port, the port is 7471, rmx's default; port 0
+ * picks a free port: see rmx_listener_uri(). The host resolves in the call.
  * @code
  * rmx_listener_t *l;
  * int rc = rmx_listen(ctx, "tcp://0.0.0.0:7471", on_accept, NULL, &l);
  * @endcode
- * @return 0, @ref RMX_EINVAL (bad URI), @ref RMX_ENORESOLVE,
- *         @ref RMX_EADDRINUSE, @ref RMX_ENOTSUP (scheme unavailable here),
- *         @ref RMX_ENODEV, @ref RMX_ENOMEM
+ * @param ctx  the context the listener and its connections belong to
+ * @param uri  where to listen, as above; read during the call only
+ * @param on_accept  runs from the loop for each connection established
+ *        (handshake and authentication done); not NULL. The connection is
+ *        the application's then: set its callbacks, close it once.
+ * @param arg  passed to @p on_accept
+ * @param[out] l  the listener, on 0; rmx_listener_close() it before
+ *        rmx_ctx_destroy()
+ * @return 0, @ref RMX_EINVAL (a NULL argument, or a bad URI: the log says
+ *         which part), @ref RMX_ENORESOLVE, @ref RMX_EADDRINUSE,
+ *         @ref RMX_EADDRNOTAVAIL, @ref RMX_ENOTSUP (scheme unavailable
+ *         here), @ref RMX_ENODEV (no usable RDMA device), @ref RMX_ENOMEM
  */
 RMX_API int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept,
                        void *arg, rmx_listener_t **l);
 
-/** @brief The URI the listener is bound to, with the real port.
- *  @return 0, or @ref RMX_EINVAL when @p len is too small. */
+/** @brief The URI the listener is bound to, with the real port, e.g.
+ *  "tcp://127.0.0.1:40123" (scheme "tcp" or "rdma", also on auto://).
+ *  @param l  an open listener
+ *  @param[out] buf  where the NUL-terminated URI goes
+ *  @param len  bytes at @p buf (128 is always enough)
+ *  @return 0, @ref RMX_EINVAL when @p len is too small (@p buf holds a
+ *          truncated string), or the transport's error reading the address. */
 RMX_API int rmx_listener_uri(rmx_listener_t *l, char *buf, size_t len);
-
-/** @brief Stop accepting. Established connections stay open. The handle is
- *  invalid after the call. */
+/** @brief Stop accepting. Established connections stay open; those still in
+ *  their handshake are refused. The handle is invalid after the call.
+ *  @param l  the listener; NULL, or one already closed, is ignored */
 RMX_API void rmx_listener_close(rmx_listener_t *l);
 
 /**
  * @brief Open a connection. The host name resolves asynchronously.
  * @param ctx  the context it belongs to
- * @param uri  "tcp://HOST:PORT", "rdma://HOST:PORT" or "auto://HOST:PORT"
- *        (RDMA where a device serves the route, else TCP); IPv6 in brackets
- * @param arg  passed to @p on_connected (rmx_conn_set_cbs() sets the
- *        argument of the other callbacks)
- * @param on_connected  runs once, from the loop, never inside this call: 0, or @ref RMX_ECONNREFUSED,
- *        @ref RMX_ETIMEDOUT, @ref RMX_ENORESOLVE, @ref RMX_EVERSION,
- *        @ref RMX_EPROTO, @ref RMX_EACCES (peer authentication failed:
- *        another secret, or only one side has one; see
- *        rmx_config_t::auth_secret), @ref RMX_ECANCELED (closed first), ...
- * @param[out] c  the connection; close it with rmx_conn_close() whatever the
- *        outcome.
- * @return 0, @ref RMX_EINVAL (bad URI), @ref RMX_ENOTSUP, @ref RMX_ENOMEM
+ * @param uri  "tcp://HOST[:PORT]", "rdma://HOST[:PORT]" or "auto://HOST[:PORT]"
+ *        (RDMA where a device serves the route, else TCP); IPv6 in brackets;
+ *        without a port, 7471 (rmx's default)
+ * @param arg  passed to @p on_connected only (rmx_conn_set_cbs() sets the rest's)
+ * @param on_connected  runs once, from the loop, never inside this call: 0, or
+ *        @ref RMX_ECONNREFUSED, @ref RMX_ETIMEDOUT, @ref RMX_ENORESOLVE,
+ *        @ref RMX_EVERSION, @ref RMX_EPROTO, @ref RMX_EACCES (peer
+ *        authentication failed: another secret, or only one side has one;
+ *        see rmx_config_t::auth_secret), @ref RMX_ECANCELED (closed first), ...
+ * @param[out] c  the connection, on 0 (not yet established); close it with
+ *        rmx_conn_close() whatever the outcome
+ * @return 0, @ref RMX_EINVAL (a NULL argument, or a bad URI: the log says
+ *         which part), @ref RMX_ENOTSUP, @ref RMX_ENODEV, @ref RMX_ENOMEM
  */
 RMX_API int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected,
                         void *arg, rmx_conn_t **c);
@@ -390,13 +433,26 @@ typedef struct rmx_connect_opts {
   rmx_reconnect_cb on_reconnect; /**< each attempt's end; may be NULL */
 } rmx_connect_opts_t;
 
-/** @brief rmx_connect() with options (@p opts may be NULL: none). */
+/**
+ * @brief rmx_connect() with options.
+ * @param ctx  as rmx_connect()
+ * @param uri  as rmx_connect()
+ * @param opts  read during the call; NULL: none (exactly rmx_connect())
+ * @param on_connected  the first connect's outcome only (as rmx_connect())
+ * @param arg  passed to @p on_connected and @c on_reconnect
+ * @param[out] c  as rmx_connect()
+ * @return as rmx_connect(); @ref RMX_EINVAL also for an @c opts->size too
+ *         small or @c reconnect_max_ms below a nonzero @c reconnect_min_ms
+ */
 RMX_API int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_opts_t *opts,
                              rmx_connect_cb on_connected, void *arg, rmx_conn_t **c);
 
-/** @brief Set the event callbacks and their argument. */
+/** @brief Set the event callbacks and their argument (in @c on_accept or
+ *  @c on_connected at the latest; again at any time, for the next event).
+ *  @param c  the connection
+ *  @param cbs  the callbacks; copied
+ *  @param arg  passed to each of them (not to @c on_connected) */
 RMX_API void rmx_conn_set_cbs(rmx_conn_t *c, const rmx_conn_cbs_t *cbs, void *arg);
-
 /**
  * @brief Close a connection. Operations still pending complete with
  * @ref RMX_ECANCELED; messages already handed to the transport are delivered
@@ -406,13 +462,20 @@ RMX_API void rmx_conn_set_cbs(rmx_conn_t *c, const rmx_conn_cbs_t *cbs, void *ar
  * of this connection, and only once every RPC request its handlers received
  * has been answered (rmx_rpc_reply() after the close returns
  * @ref RMX_ENOTCONN and releases the request) or the context is destroyed.
- * @return 0, or @ref RMX_EALREADY when already closing.
+ * Keys unpacked on it may be released (rmx_rkey_release()) before or after.
+ * @param c  the connection (also one that failed or went down)
+ * @param on_closed  runs once, from the loop, when the connection is gone;
+ *        may be NULL. @p c is invalid after it (when NULL: after this call).
+ * @param arg  passed to @p on_closed
+ * @return 0, @ref RMX_EINVAL (@p c NULL), @ref RMX_EALREADY (already closing).
  */
 RMX_API int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg);
 
-/** @brief Name of the transport carrying the connection: "tcp" or "rdma". */
+/** @brief Name of the transport carrying the connection.
+ *  @param c  the connection, until its @c on_closed has run
+ *  @return "tcp" or "rdma" (for auto://, the one chosen): a static string,
+ *          still valid after the connection is gone. */
 RMX_API const char *rmx_conn_transport(const rmx_conn_t *c);
-
 /** Per-connection counters. */
 typedef struct rmx_conn_stats {
   uint64_t msgs_sent;      /**< messages whose send completed successfully */
@@ -426,7 +489,9 @@ typedef struct rmx_conn_stats {
   uint64_t errors;         /**< operations completed with an error */
 } rmx_conn_stats_t;
 
-/** @brief Copy the connection's counters into @p st. */
+/** @brief Copy the connection's counters into @p st.
+ *  @param c  the connection, until its @c on_closed has run
+ *  @param[out] st  where the counters go */
 RMX_API void rmx_conn_stats(const rmx_conn_t *c, rmx_conn_stats_t *st);
 /**@}*/
 
@@ -449,11 +514,19 @@ RMX_API void rmx_conn_stats(const rmx_conn_t *c, rmx_conn_stats_t *st);
  *
  * Small messages are copied into a registered buffer before the call
  * returns (always those of up to @ref RMX_EAGER_MSG_MIN bytes). Large ones
- * (above the eager size) go zero-copy by rendezvous: the peer reads them
- * from @p data, which must stay valid and unchanged until @p on_sent runs.
- * @return 0, @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN, @ref RMX_EINVAL,
- *         @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (a new pool slab could not be
- *         registered: the message is refused, the connection stays)
+ * (above the eager size: the smaller side's @c eager_size - 8) go zero-copy
+ * by rendezvous: the peer reads them from @p data, which must stay valid and
+ * unchanged until @p on_sent runs.
+ * @param c  an established connection
+ * @param data  the message (NULL when @p len is 0); the caller's memory
+ * @param len  bytes, at most the smaller of the two sides' max_msg_size
+ * @param on_sent  runs once, from the loop: 0 when @p data may be reused,
+ *        or why the send failed; may be NULL
+ * @param arg  passed to @p on_sent
+ * @return 0, @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN (not established, or
+ *         closing), @ref RMX_EINVAL (@p c NULL, or @p data NULL with a
+ *         length), @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (a pool slab or the
+ *         rendezvous source could not be registered: the connection stays)
  */
 RMX_API int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on_sent,
                      void *arg);
@@ -461,22 +534,38 @@ RMX_API int rmx_send(rmx_conn_t *c, const void *data, size_t len, rmx_send_cb on
 /**
  * @brief Take a registered buffer of at least @p size bytes from the pool,
  * to build a message in place and send it with rmx_send_buf() (no copy).
- * @return 0, @ref RMX_EMSGSIZE (over max_msg_size), @ref RMX_ENOMEM,
- *         @ref RMX_EMEMLOCK (its slab could not be registered)
+ * @param ctx  the context whose pool gives it (for its connections only)
+ * @param size  bytes wanted (0 allowed), at most max_msg_size
+ * @param[out] b  the buffer, on 0: the caller's until rmx_send_buf(),
+ *        rmx_rpc_reply_buf() or rmx_buf_put(); invalid once the context is
+ *        destroyed
+ * @return 0, @ref RMX_EINVAL (@p ctx or @p b NULL), @ref RMX_EMSGSIZE (over
+ *         max_msg_size), @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (its slab could
+ *         not be registered)
  */
 RMX_API int rmx_buf_get(rmx_ctx_t *ctx, size_t size, rmx_buf_t **b);
-/** @brief Where to write the message. */
+/** @brief Where to write the message.
+ *  @param b  a buffer from rmx_buf_get(), still the caller's
+ *  @return its first byte (rmx_buf_size() bytes, until sent or put back). */
 RMX_API void *rmx_buf_data(rmx_buf_t *b);
-/** @brief How many bytes rmx_buf_data() holds. */
+/** @brief How many bytes rmx_buf_data() holds.
+ *  @param b  a buffer from rmx_buf_get()
+ *  @return its capacity: at least the size asked for, often more. */
 RMX_API size_t rmx_buf_size(const rmx_buf_t *b);
-/** @brief Return a buffer that will not be sent. */
+/** @brief Return a buffer that will not be sent.
+ *  @param b  a buffer still the caller's (invalid afterwards), or NULL */
 RMX_API void rmx_buf_put(rmx_buf_t *b);
 
 /**
  * @brief Send the first @p len bytes of a pool buffer, without copying.
  * On 0 the buffer belongs to rmx and returns to the pool after @p on_sent;
  * on error it still belongs to the caller.
- * @return as rmx_send(), plus @ref RMX_EINVAL when @p len exceeds the buffer.
+ * @param c  an established connection of the buffer's context
+ * @param b  a buffer from rmx_buf_get(), still the caller's
+ * @param len  bytes of it to send, at most rmx_buf_size()
+ * @param on_sent  as rmx_send()
+ * @param arg  passed to @p on_sent
+ * @return as rmx_send(); @ref RMX_EINVAL also when @p b is NULL or too small.
  */
 RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent,
                          void *arg);
@@ -499,7 +588,9 @@ typedef struct rmx_ctx_stats {
                                      (eager buffers, rendezvous destinations) */
 } rmx_ctx_stats_t;
 
-/** @brief Copy the context's counters into @p st. */
+/** @brief Copy the context's counters into @p st.
+ *  @param ctx  the context
+ *  @param[out] st  where the counters go */
 RMX_API void rmx_ctx_stats(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st);
 /**@}*/
 

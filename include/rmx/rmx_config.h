@@ -36,6 +36,9 @@ typedef void (*rmx_log_fn)(rmx_log_level_t level, const char *line, void *arg);
  * process (NULL: back to stderr, "rmx LEVEL: line"). Each context still
  * filters by its own @c log_level. Set it before creating contexts; a
  * line being logged while it changes goes to either place.
+ * @param fn  the handler, or NULL for stderr; it must stay callable until
+ *        it is replaced (or for the rest of the process)
+ * @param arg  passed to @p fn with every line; rmx does not look at it
  */
 RMX_API void rmx_log_set_handler(rmx_log_fn fn, void *arg);
 
@@ -158,6 +161,9 @@ typedef struct rmx_config {
  * An @c RMX_ variable that names no setting is logged as a warning (once
  * per process), with the setting it most resembles; variables under
  * @c RMX_TEST_ belong to rmx's test programs and are left alone.
+ * @param[out] cfg  the configuration to fill (every field, @c size
+ *        included); the caller's, read by rmx_ctx_create() during that call
+ *        only
  * @return 0, or @ref RMX_EINVAL when an environment value does not parse, or
  *         the file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty,
  *         or its first line is longer than 127 bytes or holds a NUL byte

@@ -41,8 +41,21 @@ enum {
  * The memory must stay mapped until rmx_mem_dereg(). With remote rights,
  * any peer of the context holding the packed key may use it, on any
  * connection, until then (docs/security.md).
- * @return 0, @ref RMX_EINVAL, @ref RMX_ENOMEM, @ref RMX_EMEMLOCK (the
- *         locked-memory limit is too low), @ref RMX_ENODEV
+ *
+ * The memory is registered with every transport the context has opened so
+ * far (by rmx_listen() or rmx_connect() with its scheme); rmx_mem_pack()
+ * registers it with any opened since.
+ * @param ctx  the context; the registration is released before it is
+ *        destroyed (rmx_ctx_destroy() refuses with @ref RMX_EBUSY until then)
+ * @param addr  the first byte: the caller's memory, which rmx never frees
+ * @param len  bytes, at least 1
+ * @param access  a nonzero OR of @ref RMX_MEM_LOCAL, @ref RMX_MEM_REMOTE_READ,
+ *        @ref RMX_MEM_REMOTE_WRITE, @ref RMX_MEM_REMOTE_ATOMIC
+ * @param[out] m  the registration, on 0; release it with rmx_mem_dereg()
+ * @return 0, @ref RMX_EINVAL (a NULL argument, @p len 0, @p access 0 or
+ *         with unknown bits, or a range that wraps), @ref RMX_ENOMEM,
+ *         @ref RMX_EMEMLOCK (the locked-memory limit is too low), or a
+ *         transport's error (@ref RMX_EIO) when the device refuses it
  */
 RMX_API int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access,
                         rmx_mem_t **m);
@@ -54,30 +67,60 @@ RMX_API int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access,
  *  still arriving gets @ref RMX_EACCES; a read whose data is already queued
  *  on the socket, and any access on RDMA (the device's remote access
  *  error), ends that peer's connection. Local operations using it must
- *  have completed. */
+ *  have completed.
+ *  @param m  the registration, or NULL (nothing is done); invalid
+ *            afterwards, as are the blobs rmx_mem_pack() made of it */
 RMX_API void rmx_mem_dereg(rmx_mem_t *m);
 
 /**
  * @brief Pack the registration's remote key into @p blob, to send to a peer
- * in any message. Register and pack after a connection exists on each
- * transport the key is meant for.
+ * in any message (docs/protocol.md, "Remote keys", gives its layout).
+ *
+ * What it needs: a registration with a remote right, and a transport in
+ * use: the context must have called rmx_listen() or rmx_connect() with the
+ * scheme of each transport the key is meant for (the listener or
+ * connection need not be established, or still open). The blob holds one
+ * key per transport in use at the time of the call (the memory is
+ * registered with those it lacked); pack again after a new transport comes
+ * into use for a blob that covers it too.
  * @param m  a registration with remote access (rmx_mem_reg())
- * @param[out] blob  where the key goes; its bytes are the caller's to send
- * @param[in,out] len  capacity of @p blob in, bytes used out
- * @return 0, @ref RMX_EINVAL (@p len too small, or no remote access),
- *         @ref RMX_ENOTCONN (no transport in use yet)
+ * @param[out] blob  where the key goes: plain bytes, the caller's to send,
+ *        copy or drop; they stay usable by peers until rmx_mem_dereg()
+ * @param[in,out] len  capacity of @p blob in (@ref RMX_RKEY_MAX is always
+ *        enough: 24 bytes + 16 per transport), bytes used out
+ * @return 0, @ref RMX_EINVAL (a NULL argument, @p len too small, or no
+ *         remote right), @ref RMX_ENOTCONN (no transport in use yet),
+ *         @ref RMX_ENOMEM or @ref RMX_EMEMLOCK (registering with a new
+ *         transport failed)
  */
 RMX_API int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len);
 
 /**
  * @brief Check a packed key and make it usable on connection @p c.
- * @return 0, or @ref RMX_EINVAL for a truncated, corrupt or foreign blob
- *         (one with no key for this connection's transport).
+ * @param c  the connection to the peer that packed it (any state)
+ * @param blob  the bytes rmx_mem_pack() gave the peer; read during the call
+ *        only
+ * @param len  their length, exactly
+ * @param[out] rk  the key, on 0: the caller's, to release with
+ *        rmx_rkey_release(). It is not tied to @p c: it may be released
+ *        before or after @p c closes (a key never released leaks a few
+ *        bytes, nothing more), and operations copy what they need from it,
+ *        so it may be released while they are in flight. It works on
+ *        connections of @p c's transport, for as long as the peer keeps the
+ *        registration (not after a reconnect to a new process)
+ * @return 0, @ref RMX_EINVAL for a NULL argument or a truncated, corrupt
+ *         or foreign blob (one with no key for this connection's
+ *         transport), @ref RMX_EVERSION (a layout version this library does
+ *         not know), @ref RMX_ENOMEM.
  */
 RMX_API int rmx_rkey_unpack(rmx_conn_t *c, const void *blob, size_t len, rmx_rkey_t **rk);
-/** @brief Bytes the remote region spans. */
+/** @brief Bytes the remote region spans.
+ *  @param rk  an unpacked key
+ *  @return the region's length at the peer (offsets run from 0 to it). */
 RMX_API size_t rmx_rkey_size(const rmx_rkey_t *rk);
-/** @brief Free an unpacked key. */
+/** @brief Free an unpacked key. Needs no connection: call it before or
+ *  after the key's connection closes, even after its @c on_closed.
+ *  @param rk  the key from rmx_rkey_unpack(); invalid afterwards */
 RMX_API void rmx_rkey_release(rmx_rkey_t *rk);
 
 /** A local buffer of a scatter-gather list. @c mem may be NULL: the
@@ -94,24 +137,58 @@ typedef void (*rmx_op_cb)(rmx_conn_t *c, int status, void *arg);
 /**
  * @brief Write the local buffers, back to back, at @p offset in the peer's
  * region. Any size: larger than the device allows is split.
- * @return 0, @ref RMX_EACCES (the key does not allow writing, or the range
- *         leaves the region), @ref RMX_EINVAL, @ref RMX_ENOTCONN,
- *         @ref RMX_ENOMEM
+ *
  * The callback gets 0 once the data is in place at the peer, or
  * @ref RMX_EACCES when the peer refused it (see docs/one-sided.md for what
  * that does to an RDMA connection).
+ * @param c  an established connection
+ * @param iov  1 .. 16 local buffers; the array is copied, the memory each
+ *        names is the caller's and must stay valid (and, for a write,
+ *        unchanged) until @p cb runs
+ * @param iovcnt  entries of @p iov, 1 .. 16
+ * @param rk  a key unpacked on a connection of @p c's transport
+ * @param offset  where in the peer's region, from its start
+ * @param cb  runs once, from the loop, with the outcome; may be NULL
+ * @param arg  passed to @p cb
+ * @return 0, @ref RMX_EACCES (the key does not allow writing, or the range
+ *         leaves the region: nothing is sent), @ref RMX_EINVAL (a NULL
+ *         argument, @p iovcnt out of range, a buffer with a NULL address and
+ *         a length, a key of another transport, or an @c iov->mem that does
+ *         not cover its buffer), @ref RMX_ENOTCONN, @ref RMX_ENOMEM,
+ *         @ref RMX_EMEMLOCK (a local buffer could not be registered)
  */
 RMX_API int rmx_write(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_t *rk,
                       uint64_t offset, rmx_op_cb cb, void *arg);
 
 /** @brief Read from @p offset in the peer's region into the local buffers.
- *  Returns and completes as rmx_write(). */
+ *  Returns and completes as rmx_write() (@ref RMX_EACCES when the key does
+ *  not allow reading); the buffers hold the data when @p cb gets 0, and
+ *  are undefined after an error.
+ *  @param c  an established connection
+ *  @param iov  1 .. 16 local buffers to fill, back to back; the array is
+ *         copied, the memory must stay valid until @p cb runs
+ *  @param iovcnt  entries of @p iov, 1 .. 16
+ *  @param rk  a key unpacked on a connection of @p c's transport
+ *  @param offset  where in the peer's region, from its start
+ *  @param cb  runs once, from the loop, with the outcome; may be NULL
+ *  @param arg  passed to @p cb
+ *  @return as rmx_write() */
 RMX_API int rmx_read(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_t *rk,
                      uint64_t offset, rmx_op_cb cb, void *arg);
 
 /**
  * @brief rmx_write(), then the peer's on_imm(@p imm, length) runs once, in
  * order with its messages. Uses one of the peer's receive credits.
+ * @param c  an established connection
+ * @param iov  as rmx_write()
+ * @param iovcnt  as rmx_write()
+ * @param rk  as rmx_write()
+ * @param offset  as rmx_write()
+ * @param imm  the 32-bit value the peer's on_imm gets
+ * @param cb  runs once, from the loop, once the data is in place; may be
+ *        NULL
+ * @param arg  passed to @p cb
+ * @return as rmx_write()
  */
 RMX_API int rmx_write_imm(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_t *rk,
                           uint64_t offset, uint32_t imm, rmx_op_cb cb, void *arg);
@@ -120,14 +197,36 @@ RMX_API int rmx_write_imm(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_r
  * @brief Atomically add @p add to the 8-byte word at @p offset (8-byte
  * aligned) in the peer's region; @p *old gets its previous value when the
  * callback reports 0. @p old must stay valid until then.
- * @return as rmx_write(), plus @ref RMX_ENOTSUP where the device has no
- *         atomics, @ref RMX_EINVAL when misaligned
+ * @param c  an established connection
+ * @param rk  a key with @ref RMX_MEM_REMOTE_ATOMIC, unpacked on a
+ *        connection of @p c's transport
+ * @param offset  the word's offset in the peer's region (the word's
+ *        address must be 8-byte aligned)
+ * @param add  what to add (wrapping modulo 2^64)
+ * @param[out] old  the word's previous value, written before @p cb gets 0;
+ *        the caller's memory, valid until @p cb runs
+ * @param cb  runs once, from the loop, with the outcome; may be NULL
+ * @param arg  passed to @p cb
+ * @return as rmx_write() (@ref RMX_EACCES when there is no atomic right or
+ *         the word leaves the region), plus @ref RMX_ENOTSUP where the
+ *         device has no atomics, @ref RMX_EINVAL when misaligned or @p old
+ *         is NULL
  */
 RMX_API int rmx_atomic_fadd(rmx_conn_t *c, rmx_rkey_t *rk, uint64_t offset, uint64_t add,
                             uint64_t *old, rmx_op_cb cb, void *arg);
 
 /** @brief Atomically: if the word equals @p compare, store @p swap. @p *old
- *  gets the previous value either way. As rmx_atomic_fadd(). */
+ *  gets the previous value either way. As rmx_atomic_fadd().
+ *  @param c  as rmx_atomic_fadd()
+ *  @param rk  as rmx_atomic_fadd()
+ *  @param offset  as rmx_atomic_fadd()
+ *  @param compare  the value the word must hold
+ *  @param swap  what to store when it does
+ *  @param[out] old  as rmx_atomic_fadd(): the swap happened when
+ *         @p *old == @p compare
+ *  @param cb  as rmx_atomic_fadd()
+ *  @param arg  passed to @p cb
+ *  @return as rmx_atomic_fadd() */
 RMX_API int rmx_atomic_cswap(rmx_conn_t *c, rmx_rkey_t *rk, uint64_t offset, uint64_t compare,
                              uint64_t swap, uint64_t *old, rmx_op_cb cb, void *arg);
 
@@ -160,7 +259,15 @@ typedef void (*rmx_rpc_reply_cb)(rmx_conn_t *c, int status, const void *data, si
 
 /**
  * @brief Serve RPC @p id in this context with @p handler.
- * @return 0, @ref RMX_EALREADY (id taken), @ref RMX_ENOMEM
+ *
+ * Every connection of the context, accepted or connected, serves it from
+ * then on; there is no unregister (handlers live as long as the context).
+ * @param ctx  the context
+ * @param id  any 32-bit number the callers use
+ * @param handler  runs from the loop for each request; not NULL
+ * @param arg  passed to @p handler
+ * @return 0, @ref RMX_EINVAL (@p ctx or @p handler NULL),
+ *         @ref RMX_EALREADY (id taken), @ref RMX_ENOMEM
  */
 RMX_API int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler handler, void *arg);
 
@@ -186,25 +293,54 @@ RMX_API int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len
                          uint64_t *call);
 
 /** @brief End a call now: its on_reply gets @ref RMX_ECANCELED (later, from
- *  the loop); a reply that still comes is dropped.
- *  @return 0, or @ref RMX_ENOENT when the call already ended. */
+ *  the loop); a reply that still comes is dropped. The request may have
+ *  reached the peer's handler, which still answers it.
+ *  @param c  the connection the call was made on
+ *  @param call  the id rmx_rpc_call() gave
+ *  @return 0, or @ref RMX_ENOENT when the call already ended (or @p c is
+ *          NULL, or no such call was made on it). */
 RMX_API int rmx_rpc_cancel(rmx_conn_t *c, uint64_t call);
 
 /** @brief Answer with @p len bytes (copied). Releases @p req.
- *  @return 0, @ref RMX_ENOTCONN (the caller is gone; still released),
- *          @ref RMX_EMSGSIZE (still released, the caller gets the error) */
+ *  @param req  a request the handler got and has not answered; invalid
+ *         after this call, whatever it returns (but for @ref RMX_EINVAL)
+ *  @param data  the reply; may be NULL when @p len is 0; copied before the
+ *         call returns
+ *  @param len  bytes, at most the caller's (and this side's) max_msg_size
+ *  @return 0, @ref RMX_EINVAL (@p req NULL, or @p data NULL with a length:
+ *          @p req is not released), @ref RMX_ENOTCONN (the caller is gone;
+ *          still released), @ref RMX_EMSGSIZE (still released, the caller
+ *          gets the error), @ref RMX_ENOMEM or @ref RMX_EMEMLOCK (no buffer
+ *          for the copy; still released, the caller gets no reply and
+ *          waits for its timeout) */
 RMX_API int rmx_rpc_reply(rmx_rpc_req_t *req, const void *data, size_t len);
 
 /** @brief Answer with the first @p len bytes of a pool buffer, without a
- *  copy; the buffer belongs to rmx from then on. As rmx_rpc_reply(). */
+ *  copy; the buffer belongs to rmx from then on. As rmx_rpc_reply().
+ *  @param req  as rmx_rpc_reply()
+ *  @param b  a buffer from rmx_buf_get() that is still the caller's; rmx's
+ *         after the call whatever it returns, but for @ref RMX_EINVAL
+ *  @param len  bytes of it to send, at most rmx_buf_size()
+ *  @return as rmx_rpc_reply(); @ref RMX_EINVAL also when @p b is NULL or
+ *          @p len exceeds it (nothing is released then) */
 RMX_API int rmx_rpc_reply_buf(rmx_rpc_req_t *req, rmx_buf_t *b, size_t len);
 
 /** @brief Answer with an error: @p status is a negative RMX_E* code or an
- *  application's own negative value; the caller's on_reply gets it. */
+ *  application's own negative value; the caller's on_reply gets it.
+ *  @param req  as rmx_rpc_reply()
+ *  @param status  below 0
+ *  @return 0, @ref RMX_EINVAL (@p req NULL or @p status >= 0: @p req is not
+ *          released), @ref RMX_ENOTCONN (the caller is gone; still
+ *          released), @ref RMX_ENOMEM (still released; the caller gets no
+ *          reply and waits for its timeout) */
 RMX_API int rmx_rpc_reply_error(rmx_rpc_req_t *req, int status);
 
 /** @brief The connection a request came on (for one-sided work, or to
- *  unpack keys it carries). */
+ *  unpack keys it carries).
+ *  @param req  a request not answered yet
+ *  @return the connection; it stays valid at least until @p req is answered
+ *          (a request holds its connection's close back), though it may be
+ *          down by then (calls on it return @ref RMX_ENOTCONN). */
 RMX_API rmx_conn_t *rmx_rpc_req_conn(const rmx_rpc_req_t *req);
 /**@}*/
 

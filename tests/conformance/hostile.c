@@ -72,6 +72,7 @@ int main(int argc, char **argv)
     T(bad_frames_close_only_that_connection),
     T(fin_with_reserved_bits_is_refused),
     T(atomic_with_pad_is_refused),
+    T(oversized_read_chunk_is_refused),
     T(handshake_flood_is_bounded),
     T(connection_limit_refuses_the_next),
     T(destroy_with_a_registration_left),

@@ -232,6 +232,7 @@ void server_keeps_the_peers_window(void **state);
 void bad_frames_close_only_that_connection(void **state); /* hostile_frames.c */
 void fin_with_reserved_bits_is_refused(void **state);
 void atomic_with_pad_is_refused(void **state);
+void oversized_read_chunk_is_refused(void **state);
 void handshake_flood_is_bounded(void **state); /* hostile_limits.c */
 void connection_limit_refuses_the_next(void **state);
 

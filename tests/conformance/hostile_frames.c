@@ -2,7 +2,7 @@
 /*
  * Hostile peers and frames: every frame where it is not allowed closes only
  * that connection (or is refused before the handshake); a FIN and an
- * AT_REQ with their reserved words set.
+ * AT_REQ with their reserved words set, a read response chunk over 256 KiB.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,6 +166,8 @@ static size_t b_fin_short(uint8_t *o)
   return msg_frame(o, F_FIN, 0, 0, fin, 12);
 }
 static size_t b_credits_unowed(uint8_t *o) { return msg_frame(o, F_DATA, 0, 1000, "hi", 2); }
+/* BYE spends no credit, but the credits in its header count (protocol.md). */
+static size_t b_bye_unowed(uint8_t *o) { return msg_frame(o, F_BYE, 0, 5, NULL, 0); }
 static size_t b_msg_over_eager(uint8_t *o)
 {
   static uint8_t body[8192];
@@ -249,6 +251,7 @@ static const bad_t bads[] = {
   {"FIN of 12 bytes", 1, X_EPROTO, 0, b_fin_short},
   {"CREDIT with a body", 1, X_EPROTO, 0, b_credit_body},
   {"credits returned that were never owed", 1, X_EPROTO, 0, b_credits_unowed},
+  {"BYE returning credits never owed", 1, X_EPROTO, 0, b_bye_unowed},
   {"MSG over the eager size", 1, X_EPROTO, 0, b_msg_over_eager},
   {"RTS over the largest message", 1, X_EPROTO, 0, b_rts_over_max},
   {"WR_REQ with flag 2", 1, X_EPROTO, 0, b_wrreq_flags2},
@@ -378,6 +381,69 @@ void fin_with_reserved_bits_is_refused(void **state)
   assert_int_equal(c6_st, RMX_EPROTO);
   PUMP_UNTIL(S.sc[0].disconnects == 1);
   assert_int_equal(S.sc[0].disc_status, RMX_EPROTO);
+}
+
+/* "at most 256 KiB each": a read response whose one chunk is larger is
+ * malformed. The peer announces a 1 MiB message and answers the server's
+ * read of it with a single 1 MiB chunk; the server must cut it off with
+ * RMX_EPROTO, not deliver the message and send the FIN. */
+#define BIG_CHUNK (1u << 20)
+static int s_big_chunk(peer_t *p)
+{
+  ev_t *e = malloc(sizeof(*e));
+  uint8_t rts[32], *data = NULL;
+  int rc = -1;
+  if (handshake(p))
+    goto out;
+  p64(rts, 7);
+  p64(rts + 8, 0x10000);
+  p64(rts + 16, BIG_CHUNK);
+  p64(rts + 24, 9);
+  if (send_rmx(p, F_RTS, 0, rts, sizeof(rts)))
+    goto out;
+  do {
+    if (next_ev(p, e))
+      goto out;
+  } while (e->kind == K_FRAME);
+  if (e->kind != K_RD_REQ || e->len != BIG_CHUNK) {
+    pfail(p, "expected the read of our 1 MiB message, got kind %u (%llu bytes)", e->kind,
+          (unsigned long long)e->len);
+    goto out;
+  }
+  data = malloc(20 + BIG_CHUNK);
+  resp_hdr(data, K_RD_RESP, 12 + BIG_CHUNK, e->id, 0);
+  fill(data + 20, BIG_CHUNK, TAG_A, 0);
+  wr_full(p, data, 20 + BIG_CHUNK); /* the server may hang up mid-way */
+  /* A FIN says the chunk was taken; the end of the stream that it was not. */
+  set_rcvtimeo(p->fd, 3000);
+  while (next_ev(p, e) == 0)
+    if (e->kind == K_FRAME && e->ftype == F_FIN) {
+      p->u[1] = 1;
+      rc = goodbye(p);
+      goto out;
+    }
+  p->failed = 0; /* reading into the hang-up is what we expect */
+  p->u[0] = p->saw_eof;
+  rc = 0;
+out:
+  free(data);
+  free(e);
+  return rc;
+}
+
+void oversized_read_chunk_is_refused(void **state)
+{
+  srv_start(NULL);
+  peer_t *p = peer_start(s_big_chunk, NULL, 0);
+  PUMP_UNTIL(S.nsc == 1);
+  peer_join(p);
+  if (p->u[1])
+    fail_msg("a read response chunk of %u bytes (the limit is %u) was accepted: the message "
+             "was delivered and its FIN sent", BIG_CHUNK, CHUNK_MAX);
+  assert_true(p->u[0]);
+  PUMP_UNTIL(S.sc[0].disconnects == 1);
+  assert_int_equal(S.sc[0].disc_status, RMX_EPROTO);
+  assert_int_equal(S.sc[0].recvs, 0);
 }
 
 /* "a nonzero AT_REQ pad [is] malformed": the word is not touched. */

@@ -62,6 +62,8 @@ static void lengths_are_checked(void **state)
   assert_non_null(check(TC_UP, TF_RD_REQ, TF_RDREQ_LEN + 1));
   assert_non_null(check(TC_UP, TF_RD_RESP, TF_RESP_SUB - 1));
   assert_null(check(TC_UP, TF_RD_RESP, TF_RESP_SUB)); /* a 0-byte read, or an error */
+  assert_null(check(TC_UP, TF_RD_RESP, TF_RESP_SUB + TF_CHUNK)); /* one whole chunk */
+  assert_non_null(check(TC_UP, TF_RD_RESP, TF_RESP_SUB + TF_CHUNK + 1));
   assert_non_null(check(TC_UP, TF_WR_REQ, TF_WRREQ_SUB - 1));
   assert_non_null(check(TC_UP, TF_WR_RESP, TF_RESP_SUB + 1));
   assert_non_null(check(TC_UP, TF_AT_REQ, TF_ATREQ_LEN - 1));

@@ -54,7 +54,9 @@ static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, siz
   case TF_RD_REQ:
     return blen != TF_RDREQ_LEN ? "malformed read request" : NULL;
   case TF_RD_RESP:
-    return blen < TF_RESP_SUB ? "malformed read response" : NULL;
+    if (blen < TF_RESP_SUB)
+      return "malformed read response";
+    return blen - TF_RESP_SUB > TF_CHUNK ? "read response chunk over 256 KiB" : NULL;
   case TF_WR_REQ:
     return blen < TF_WRREQ_SUB ? "malformed write request" : NULL;
   case TF_WR_RESP:

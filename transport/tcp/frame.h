@@ -22,7 +22,7 @@
 #define TF_ATRESP_LEN 24  /* id, status, pad, old value */
 #define TF_HELLO_MAX 256  /* the core's hello, at most */
 #define TF_MAX_IO (1u << 30)  /* largest single remote write */
-#define TF_CHUNK (256u << 10) /* read response data per frame */
+#define TF_CHUNK (256u << 10) /* read response data per frame, at most (more: malformed) */
 
 /* Kinds 1..10 are the transport's own, with flags and reserved 0 (4 was
  * protocol version 2's MSG, which wrapped a whole rmx frame). A kind from
