@@ -2,27 +2,69 @@
 /*
  * rmx-info: what rmx can use on this host. RDMA devices and their ports,
  * which transports work here, and the configuration rmx would run with
- * (defaults plus RMX_* from the environment).
+ * (defaults plus RMX_* from the environment). -c prints every setting with
+ * its default, source and meaning (rmx_config_print), --json as JSON.
  */
+#include <getopt.h>
 #include <inttypes.h>
 #include <rmx/rmx.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 
-#include "tool.h"
+static const char usage[] =
+    "usage: rmx-info [-c [--json]]\n"
+    "  without options: the RDMA devices and their ports, the transports usable\n"
+    "  here and why not, the locked-memory limit, and every RMX_* setting in effect\n"
+    "  -c, --config  every setting: its value, default, where the value came from\n"
+    "                (default, environment) and what it means\n"
+    "      --json    with -c: the same as one JSON object\n"
+    "      --version print rmx-info's version and exit\n"
+    "  -h, --help    print this and exit\n"
+    "Exit status: 0; 1 when an RMX_* setting was refused (the reason is on stderr);\n"
+    "2 for a bad command line.\n";
+
+/* A usage error: one line saying what is wrong, exit 2. */
+__attribute__((noreturn, format(printf, 1, 2))) static void bad_usage(const char *fmt, ...)
+{
+  va_list ap;
+  fputs("rmx-info: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs(" (try 'rmx-info --help')\n", stderr);
+  exit(2);
+}
 
 static const char *link_layer(const char *l)
 {
   return strcmp(l, "ethernet") == 0 ? "Ethernet (RoCE)" : "InfiniBand";
 }
 
-/* Prints the devices; says whether any port is active. */
-static int list_devices(void)
+/* Whether RMX_DEVICE's @p want names @p d: its name, or its GUID in hex
+ * (colons optional), as the RDMA transport reads it. */
+static int names_device(const char *want, const rmx_device_info_t *d)
+{
+  char w[64], guid[17];
+  size_t j = 0;
+  if (strcmp(want, d->name) == 0)
+    return 1;
+  for (size_t i = 0; want[i] && j + 1 < sizeof(w); i++)
+    if (want[i] != ':')
+      w[j++] = want[i];
+  w[j] = '\0';
+  snprintf(guid, sizeof(guid), "%016" PRIx64, d->guid);
+  return strcasecmp(w, guid) == 0;
+}
+
+/* Prints the devices; says whether any port is active. @p want: RMX_DEVICE. */
+static int list_devices(const char *want)
 {
   rmx_device_info_t *list;
-  int n = 0, usable = 0;
+  int n = 0, usable = 0, named = 0;
   int rc = rmx_device_list(&list, &n);
   if (rc == RMX_ENOTSUP) {
     printf("RDMA devices: not looked for (built without rdma-core)\n");
@@ -35,11 +77,12 @@ static int list_devices(void)
   if (n == 0) {
     printf("RDMA devices: none (no RDMA-capable NIC, or its kernel driver is not loaded;\n"
            "  SoftRoCE: 'rdma link add rxe0 type rxe netdev <if>')\n");
-    return 0;
+  } else {
+    printf("RDMA devices:\n");
   }
-  printf("RDMA devices:\n");
   for (int i = 0; i < n; i++) {
     const rmx_device_info_t *d = &list[i];
+    named |= *want && names_device(want, d);
     printf("  [%d] %s  GUID %016" PRIx64 "\n", d->index, d->name, d->guid);
     if (!d->max_mr_size) {
       printf("      cannot open it\n");
@@ -54,29 +97,68 @@ static int list_devices(void)
       usable |= pi->active;
     }
   }
+  if (*want && !named)
+    printf("  RMX_DEVICE=%s names none of %s: rdma:// will fail with RMX_ENODEV\n", want,
+           n ? "these devices (give a name or a GUID listed here)" : "them");
   rmx_device_list_free(list);
   return usable;
 }
 
-static const char usage[] =
-    "usage: rmx-info\n"
-    "  the RDMA devices and their ports, the transports usable here and why\n"
-    "  not, the locked-memory limit, and every RMX_* setting in effect\n";
-
 int main(int argc, char **argv)
 {
-  if (tool_options(argc, argv, usage) != argc)
-    tool_bad("takes no operands");
+  static const struct option opts[] = {{"config", no_argument, NULL, 'c'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"version", no_argument, NULL, 'V'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  int ch, config_only = 0, json = 0;
+  opterr = 0;
+  while ((ch = getopt_long(argc, argv, "+ch", opts, NULL)) != -1) {
+    if (ch == 'c') {
+      config_only = 1;
+    } else if (ch == 'j') {
+      json = 1;
+    } else if (ch == 'V') {
+      printf("rmx-info %s\n", rmx_version_string());
+      return 0;
+    } else if (ch == 'h') {
+      fputs(usage, stdout);
+      return 0;
+    } else if (optopt && optopt != 'c' && optopt != 'h') {
+      bad_usage("unknown option '-%c'", optopt);
+    } else {
+      bad_usage("unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc)
+    bad_usage("takes no operands, not '%s'", argv[optind]);
+  if (json && !config_only)
+    bad_usage("--json goes with -c");
+
   rmx_config_t cfg;
-  struct rlimit rl;
+  int rc = rmx_config_init(&cfg); /* a refused setting is logged on stderr */
+  if (config_only) {
+    int prc = rmx_config_print(&cfg, stdout, json ? RMX_CONFIG_PRINT_JSON : 0);
+    memset(cfg.auth_secret, 0, sizeof(cfg.auth_secret));
+    return rc || prc ? 1 : 0;
+  }
 
   printf("rmx %s (header %d.%d.%d)\n\n", rmx_version_string(), RMX_VERSION_MAJOR,
          RMX_VERSION_MINOR, RMX_VERSION_PATCH);
   const char *why = NULL;
-  int usable = rmx_transport_available("rdma", &why) == 0 ? list_devices() : 0;
+  int usable = 0;
+  if (rmx_transport_available("rdma", &why) == 0) {
+    usable = list_devices(cfg.device);
+    why = "no active RDMA port";
+  } else {
+    printf("RDMA devices: not looked for: %s\n", why ? why : "the RDMA transport is missing");
+    if (cfg.device[0])
+      printf("  RMX_DEVICE=%s names no device here: rdma:// cannot be used\n", cfg.device);
+  }
   printf("\nTransports:\n  tcp://   usable\n  rdma://  %s%s\n  auto://  %s\n",
-         usable ? "usable" : "not usable here: ", usable ? "" : why ? why : "no active RDMA port",
+         usable ? "usable" : "not usable here: ", usable ? "" : why ? why : "",
          usable ? "rdma where a device routes to the peer" : "tcp");
+  struct rlimit rl;
   if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
     if (rl.rlim_cur == RLIM_INFINITY)
       printf("  locked-memory limit: unlimited\n");
@@ -85,28 +167,9 @@ int main(int argc, char **argv)
              rl.rlim_cur < (64u << 20) ? " (low for RDMA: raise with ulimit -l)" : "");
   }
 
-  int rc = rmx_config_init(&cfg);
-  printf("\nConfiguration%s:\n", rc ? " (an RMX_* variable did not parse; defaults shown)" : "");
-  printf("  RMX_EAGER_SIZE=%u\n  RMX_RX_DEPTH=%u\n  RMX_MAX_MSG_SIZE=%" PRIu64 "\n"
-         "  RMX_RNDV_DEPTH=%u\n  RMX_CONNECT_TIMEOUT_MS=%u\n  RMX_LOG=%s\n  RMX_PROGRESS=%s\n"
-         "  RMX_SPIN_US=%u\n  RMX_DEVICE=%s\n",
-         cfg.eager_size, cfg.rx_depth, cfg.max_msg_size, cfg.rndv_depth, cfg.connect_timeout_ms,
-         (const char *[]){"none", "error", "warn", "info", "debug", "trace"}[cfg.log_level],
-         (const char *[]){"event", "poll", "adaptive"}[cfg.progress], cfg.spin_us,
-         cfg.device[0] ? cfg.device : "(by route)");
-  printf("  RMX_RPC_MAX=%u\n  RMX_RNR_RETRY=%u\n  RMX_REGCACHE=%u\n  RMX_CLOSE_TIMEOUT_MS=%u\n"
-         "  RMX_MAX_CONNS=%u\n  RMX_MAX_HANDSHAKES=%u\n  RMX_RMA_WINDOW=%u\n"
-         "  RMX_KEEPALIVE_MS=%u\n  RMX_KEEPALIVE_TIMEOUT_MS=%u\n  RMX_RC_TIMEOUT_MS=%u\n"
-         "  RMX_RC_RETRY=%u\n",
-         cfg.rpc_max_inflight, cfg.rnr_retry, cfg.regcache, cfg.close_timeout_ms, cfg.max_conns,
-         cfg.max_handshakes, cfg.rma_window, cfg.keepalive_ms, cfg.keepalive_timeout_ms,
-         cfg.rc_timeout_ms, cfg.rc_retry);
-  /* Never the secret itself: whether one is set, and where it comes from. */
-  const char *sf = getenv("RMX_AUTH_SECRET_FILE");
-  printf("  RMX_AUTH_SECRET_FILE=%s%s\n", sf && *sf ? sf : "(unset)",
-         cfg.auth_secret[0] ? " (peer authentication on)"
-         : sf && *sf      ? " (not usable: see the error above)"
-                          : " (no peer authentication)");
+  printf("\nConfiguration%s (rmx-info -c says what each means):\n",
+         rc ? " (a setting was refused, see above; its default is shown)" : "");
+  rmx_config_print(&cfg, stdout, RMX_CONFIG_PRINT_BRIEF);
   memset(cfg.auth_secret, 0, sizeof(cfg.auth_secret));
   return rc ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
 #include "rmx_int.h"
 
 typedef struct rmx__post {
@@ -16,228 +17,6 @@ typedef struct rmx__post {
   rmx_post_fn fn;
   void *arg;
 } rmx__post_t;
-
-/* ---- configuration ---- */
-
-static int env_u64(const char *name, uint64_t min, uint64_t max, uint64_t *out)
-{
-  const char *v = getenv(name);
-  if (!v || !*v)
-    return 0;
-  char *end;
-  unsigned long long x = strtoull(v, &end, 0);
-  /* K, M, G suffixes: sizes are easier to read that way */
-  if (*end == 'K' || *end == 'k') x <<= 10, end++;
-  else if (*end == 'M' || *end == 'm') x <<= 20, end++;
-  else if (*end == 'G' || *end == 'g') x <<= 30, end++;
-  if (*end != '\0' || v[0] == '-' || x < min || x > max) {
-    rmx__log(RMX_LOG_ERROR, "%s=%s is not a number in [%" PRIu64 ", %" PRIu64 "]", name, v, min,
-             max);
-    return RMX_EINVAL;
-  }
-  *out = x;
-  return 0;
-}
-
-static int env_u32(const char *name, uint32_t min, uint32_t max, uint32_t *out)
-{
-  uint64_t x = *out;
-  int rc = env_u64(name, min, max, &x);
-  *out = (uint32_t)x;
-  return rc;
-}
-
-static int env_word(const char *name, const char *const *words, int n, int *out)
-{
-  const char *v = getenv(name);
-  if (!v || !*v)
-    return 0;
-  for (int i = 0; i < n; i++)
-    if (strcasecmp(v, words[i]) == 0) {
-      *out = i;
-      return 0;
-    }
-  char list[128] = "";
-  for (int i = 0; i < n; i++)
-    snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", words[i]);
-  rmx__log(RMX_LOG_ERROR, "%s=%s is not one of: %s", name, v, list);
-  return RMX_EINVAL;
-}
-
-/* Every variable rmx reads; RMX_TEST_* belong to its test programs. */
-static const char *const known_vars[] = {
-  "RMX_EAGER_SIZE", "RMX_RX_DEPTH", "RMX_MAX_MSG_SIZE", "RMX_RNDV_DEPTH",
-  "RMX_CONNECT_TIMEOUT_MS", "RMX_RPC_MAX", "RMX_RNR_RETRY", "RMX_CLOSE_TIMEOUT_MS",
-  "RMX_MAX_CONNS", "RMX_MAX_HANDSHAKES", "RMX_RMA_WINDOW", "RMX_KEEPALIVE_MS",
-  "RMX_KEEPALIVE_TIMEOUT_MS", "RMX_RC_TIMEOUT_MS", "RMX_RC_RETRY", "RMX_LOG", "RMX_PROGRESS",
-  "RMX_DEVICE", "RMX_REGCACHE", "RMX_AUTH_SECRET_FILE", "RMX_SPIN_US",
-};
-#define NKNOWN (sizeof(known_vars) / sizeof(known_vars[0]))
-
-/* Edit distance between a and b (short names: a row on the stack). */
-static size_t distance(const char *a, size_t la, const char *b)
-{
-  size_t lb = strlen(b), row[64];
-  if (lb >= 64)
-    return (size_t)-1;
-  for (size_t j = 0; j <= lb; j++)
-    row[j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= lb; j++) {
-      size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best)
-        best = up + 1;
-      if (row[j - 1] + 1 < best)
-        best = row[j - 1] + 1;
-      diag = up;
-      row[j] = best;
-    }
-  }
-  return row[lb];
-}
-
-extern char **environ;
-
-/* A typo such as RMX_EAGERSIZE would otherwise be ignored without a word. */
-static void warn_unknown_vars(void)
-{
-  static atomic_int done;
-  if (atomic_exchange(&done, 1))
-    return;
-  for (char **e = environ; e && *e; e++) {
-    const char *eq = strchr(*e, '=');
-    size_t len = eq ? (size_t)(eq - *e) : strlen(*e), best_d = (size_t)-1;
-    const char *best = NULL;
-    if (strncmp(*e, "RMX_", 4) != 0 || strncmp(*e, "RMX_TEST_", 9) == 0)
-      continue;
-    for (size_t k = 0; k < NKNOWN; k++) {
-      if (strlen(known_vars[k]) == len && strncmp(*e, known_vars[k], len) == 0) {
-        best = NULL;
-        best_d = 0;
-        break;
-      }
-      size_t d = distance(*e, len, known_vars[k]);
-      if (d < best_d)
-        best_d = d, best = known_vars[k];
-    }
-    if (best_d == 0)
-      continue;
-    if (best && best_d <= 3)
-      rmx__log(RMX_LOG_WARN, "%.*s is not an rmx setting (did you mean %s?)", (int)len, *e, best);
-    else
-      rmx__log(RMX_LOG_WARN, "%.*s is not an rmx setting", (int)len, *e);
-  }
-}
-
-/* Largest configurable message (the other limits are in rmx_int.h: a
- * peer's hello must respect them too). */
-#define RMX_MSG_MAX (1ull << 40)
-
-static void config_defaults(rmx_config_t *cfg)
-{
-  memset(cfg, 0, sizeof(*cfg));
-  cfg->eager_size = 8192;
-  cfg->rx_depth = 64;
-  cfg->max_msg_size = 64ull << 20;
-  cfg->rndv_depth = 4;
-  cfg->connect_timeout_ms = 10000;
-  cfg->rpc_max_inflight = 1024;
-  cfg->rnr_retry = 7;
-  cfg->close_timeout_ms = 5000;
-  cfg->max_conns = 1024;
-  cfg->max_handshakes = 128;
-  cfg->rma_window = 64;
-  cfg->keepalive_ms = 1000;
-  cfg->keepalive_timeout_ms = 10000;
-  cfg->rc_timeout_ms = 500;
-  cfg->rc_retry = 5;
-  cfg->regcache = 1;
-  cfg->log_level = RMX_LOG_WARN;
-  cfg->progress = RMX_PROGRESS_EVENT;
-  cfg->spin_us = 100;
-  cfg->size = sizeof(*cfg);
-}
-
-int rmx_config_init(rmx_config_t *cfg)
-{
-  static const char *const levels[] = {"none", "error", "warn", "info", "debug", "trace"};
-  static const char *const modes[] = {"event", "poll", "adaptive"};
-  int lvl = RMX_LOG_WARN, mode = RMX_PROGRESS_EVENT, rc = 0;
-
-  if (!cfg)
-    return RMX_EINVAL;
-  config_defaults(cfg);
-
-  rc |= env_u32("RMX_EAGER_SIZE", RMX_EAGER_MIN, RMX_EAGER_MAX, &cfg->eager_size);
-  rc |= env_u32("RMX_RX_DEPTH", RMX_DEPTH_MIN, RMX_DEPTH_MAX, &cfg->rx_depth);
-  rc |= env_u64("RMX_MAX_MSG_SIZE", 1, RMX_MSG_MAX, &cfg->max_msg_size);
-  rc |= env_u32("RMX_RNDV_DEPTH", 1, 1024, &cfg->rndv_depth);
-  rc |= env_u32("RMX_CONNECT_TIMEOUT_MS", 1, 3600000, &cfg->connect_timeout_ms);
-  rc |= env_u32("RMX_RPC_MAX", 1, 1u << 20, &cfg->rpc_max_inflight);
-  rc |= env_u32("RMX_RNR_RETRY", 0, 7, &cfg->rnr_retry);
-  rc |= env_u32("RMX_CLOSE_TIMEOUT_MS", 1, 3600000, &cfg->close_timeout_ms);
-  rc |= env_u32("RMX_MAX_CONNS", 1, 1u << 20, &cfg->max_conns);
-  rc |= env_u32("RMX_MAX_HANDSHAKES", 1, 1u << 16, &cfg->max_handshakes);
-  rc |= env_u32("RMX_RMA_WINDOW", 1, RMX_RMA_WINDOW_MAX, &cfg->rma_window);
-  rc |= env_u32("RMX_KEEPALIVE_MS", 0, 3600000, &cfg->keepalive_ms);
-  rc |= env_u32("RMX_KEEPALIVE_TIMEOUT_MS", RMX_SILENCE_MIN, 86400000, &cfg->keepalive_timeout_ms);
-  rc |= env_u32("RMX_RC_TIMEOUT_MS", 1, 3600000, &cfg->rc_timeout_ms);
-  rc |= env_u32("RMX_RC_RETRY", 0, 6, &cfg->rc_retry);
-  rc |= env_u32("RMX_REGCACHE", 0, 1, &cfg->regcache);
-  rc |= env_word("RMX_LOG", levels, 6, &lvl);
-  rc |= env_word("RMX_PROGRESS", modes, 3, &mode);
-  rc |= env_u32("RMX_SPIN_US", 1, 1000000, &cfg->spin_us);
-  const char *dev = getenv("RMX_DEVICE");
-  if (dev)
-    snprintf(cfg->device, sizeof(cfg->device), "%s", dev);
-  cfg->log_level = (rmx_log_level_t)lvl;
-  cfg->progress = (rmx_progress_t)mode;
-  rc |= rmx__auth_config(cfg); /* RMX_AUTH_SECRET_FILE */
-  warn_unknown_vars();
-  return rc ? RMX_EINVAL : 0;
-}
-
-/* rmx_config_t as 0.1 laid it out: the smallest size a caller can have. */
-#define CONFIG_SIZE_0_1 (offsetof(rmx_config_t, regcache) + sizeof(uint32_t))
-
-/* The caller's configuration, as large as its header knew it; the fields
- * it did not know get their defaults. */
-static int config_take(rmx_config_t *out, const rmx_config_t *cfg)
-{
-  if (cfg->size < CONFIG_SIZE_0_1 || cfg->size > sizeof(*out)) {
-    rmx__log(RMX_LOG_ERROR, "rmx_config_t of %u bytes: %s", cfg->size,
-             cfg->size > sizeof(*out) ? "built against a newer rmx than this library"
-                                      : "not filled by rmx_config_init()");
-    return RMX_EINVAL;
-  }
-  config_defaults(out);
-  memcpy(out, cfg, cfg->size);
-  out->size = sizeof(*out);
-  return 0;
-}
-
-static int config_check(const rmx_config_t *c)
-{
-  if (c->eager_size < RMX_EAGER_MIN || c->eager_size > RMX_EAGER_MAX)
-    return RMX_EINVAL;
-  if (c->rx_depth < RMX_DEPTH_MIN || c->rx_depth > RMX_DEPTH_MAX)
-    return RMX_EINVAL;
-  if (c->max_msg_size == 0 || c->max_msg_size > RMX_MSG_MAX || c->rndv_depth == 0 ||
-      c->connect_timeout_ms == 0 || c->rpc_max_inflight == 0 || c->rnr_retry > 7 ||
-      c->close_timeout_ms == 0 || c->max_conns == 0 || c->max_handshakes == 0 ||
-      c->rma_window == 0 || c->rma_window > RMX_RMA_WINDOW_MAX || c->rc_timeout_ms == 0 ||
-      c->rc_retry > 6 || c->regcache > 1 || c->spin_us == 0 || c->spin_us > 1000000)
-    return RMX_EINVAL;
-  if (c->keepalive_ms && (c->keepalive_timeout_ms < RMX_SILENCE_MIN ||
-                          c->keepalive_timeout_ms < c->keepalive_ms))
-    return RMX_EINVAL;
-  if ((unsigned)c->log_level > RMX_LOG_TRACE || (unsigned)c->progress > RMX_PROGRESS_ADAPTIVE)
-    return RMX_EINVAL;
-  return 0;
-}
-
 
 /* ---- cross-thread posts ---- */
 
@@ -310,9 +89,9 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   ctx = calloc(1, sizeof(*ctx));
   if (!ctx)
     return RMX_ENOMEM;
-  if ((rc = cfg ? config_take(&ctx->cfg, cfg) : rmx_config_init(&ctx->cfg)) != 0)
+  if ((rc = cfg ? rmx__config_take(&ctx->cfg, cfg) : rmx_config_init(&ctx->cfg)) != 0)
     goto err_free;
-  if ((rc = config_check(&ctx->cfg)) != 0 || (rc = rmx__auth_ctx_init(ctx)) != 0)
+  if ((rc = rmx__config_check(&ctx->cfg)) != 0 || (rc = rmx__auth_ctx_init(ctx)) != 0)
     goto err_free;
   sigpipe_ignore();
 

@@ -9,7 +9,8 @@
 #  - a runtime failure (a refused connection) exits 1;
 #  - numbers are decimal (010 is ten) with K, M, G suffixes of 2^10, 2^20,
 #    2^30, and one that overflows is refused, naming the argument and range.
-# rmx-info also shows every setting rmx reads (src/ctx.c's list).
+# rmx-info also shows every setting rmx reads (src/config.c's table), and
+# with -c (--json) each one's value, default, source and meaning.
 #   tools_check.sh BINDIR SOURCE
 set -uo pipefail
 bin=$1 src=$2
@@ -99,11 +100,73 @@ refuse rmx-bulk-copy copy "$u" f
 refuse rmx-bulk-copy fetch "$u" f 0
 refuse rmx-bulk-copy serve "$u" f 10
 refuse rmx-embed tcp://127.0.0.1:0 extra
-# rmx-info's own options are its own; a bad one is still a usage error
-for a in extra --verbose; do
-  "$bin/rmx-info" "$a" >"$out" 2>"$err"; rc=$?
-  [ "$rc" = 2 ] && grep -q '^rmx-info: ' "$err" || say "'rmx-info $a': exit $rc, stderr: $(head -1 "$err")"
+
+# TOOL ARGS...: must exit 2 with one line on stderr, "TOOL: what is wrong
+# (try 'TOOL --help')", and nothing on stdout.
+refuse_line() {
+  "$bin/$1" "${@:2}" >"$out" 2>"$err"; rc=$?
+  if [ "$rc" != 2 ] || [ "$(wc -l <"$err")" != 1 ] || [ -s "$out" ] ||
+     ! grep -q "^$1: .* (try '$1 --help')\$" "$err"; then
+    echo "tools: '$*': exit $rc (want 2 and one line); stderr: $(head -2 "$err")"; bad=1
+  fi
+}
+refuse_line rmx-info extra
+refuse_line rmx-info --verbose
+refuse_line rmx-info -x
+refuse_line rmx-info --json
+
+"$bin/rmx-info" --version >"$out" 2>"$err"; rc=$?
+if [ "$rc" != 0 ] || ! grep -qx 'rmx-info [0-9][0-9.]*' "$out" || [ -s "$err" ]; then
+  echo "tools: rmx-info --version: exit $rc, '$(cat "$out" "$err")'"; bad=1
+fi
+
+vars=$(sed -n '/rmx__settings\[\] = {/,/^};/p' "$src/src/config.c" | grep -o '"RMX_[A-Z_]*"' | tr -d '"')
+[ "$(echo "$vars" | wc -w)" -ge 20 ] || { echo "tools: no table of settings in src/config.c"; bad=1; }
+"$bin/rmx-info" >"$out" 2>&1
+for v in $vars; do
+  grep -q "^ *$v=.*(default)" "$out" || { echo "tools: rmx-info does not show $v"; bad=1; }
 done
+RMX_RX_DEPTH=010 "$bin/rmx-info" -c >"$out" 2>"$err"
+for v in $vars; do
+  grep -A1 "^$v=" "$out" | grep -q '^    [a-z_]*: .* Accepts ' ||
+    { echo "tools: rmx-info -c does not explain $v"; bad=1; }
+done
+grep -qx 'RMX_RX_DEPTH=10  (environment; default 64)' "$out" ||
+  { echo "tools: rmx-info -c: RMX_RX_DEPTH=010 is not 10 from the environment"; bad=1; }
+if command -v python3 >/dev/null; then
+  RMX_RX_DEPTH=010 "$bin/rmx-info" -c --json >"$out" 2>"$err"
+  python3 - "$out" $vars <<'PY' || bad=1
+import json, sys
+settings = json.load(open(sys.argv[1]))["settings"]
+names = [s["name"] for s in settings]
+ok = names == sys.argv[2:]
+for s in settings:
+    ok &= all(k in s for k in ("field", "value", "default", "source", "description"))
+rx = [s for s in settings if s["name"] == "RMX_RX_DEPTH"][0]
+ok &= rx["value"] == 10 and rx["default"] == 64 and rx["source"] == "environment"
+if not ok:
+    print("tools: rmx-info -c --json lacks a setting, a key, or RMX_RX_DEPTH=10")
+sys.exit(0 if ok else 1)
+PY
+fi
+RMX_KEEPALIVE_MS=20000 "$bin/rmx-info" >"$out" 2>"$err"; rc=$?
+if [ "$rc" != 1 ] || ! grep -q 'RMX_KEEPALIVE_TIMEOUT_MS=10000 .*is less than RMX_KEEPALIVE_MS=20000' "$err"; then
+  echo "tools: rmx-info with conflicting settings: exit $rc, stderr '$(head -1 "$err")'"; bad=1
+fi
+RMX_DEVICE=no_such_device "$bin/rmx-info" >"$out" 2>"$err"
+grep -q '^  RMX_DEVICE=no_such_device names no' "$out" ||
+  { echo "tools: rmx-info does not flag an RMX_DEVICE that names no device"; bad=1; }
+# Without its verbs module, rmx-info says why (the loader's reason), on the
+# devices' line and the rdma:// line, instead of a blank line.
+if ls "$bin/../lib/"librmx-verbs.so.* >/dev/null 2>&1; then
+  lone=$(mktemp -d)
+  cp -P "$bin/../lib/"librmx.so* "$bin/rmx-info" "$lone/"
+  LD_LIBRARY_PATH=$lone "$lone/rmx-info" >"$out" 2>&1
+  grep -q '^RDMA devices: not looked for: the RDMA transport could not be loaded: librmx-verbs' "$out" &&
+    grep -q '^  rdma://  not usable here: the RDMA transport could not be loaded' "$out" ||
+    { echo "tools: rmx-info without the verbs module: $(sed -n 3p "$out")"; bad=1; }
+  rm -rf "$lone"
+fi
 
 # A URI rmx refuses as malformed, or whose scheme no transport has, is a
 # bad command line for every tool that takes one.
@@ -177,12 +240,6 @@ if [ -n "$uri" ]; then
     say "rmx-perf -s 010 -n 010 -w 010 did not measure 10 x 10 B after 10: $(cat "$out")"
 fi
 
-vars=$(sed -n '/known_vars\[\] = {/,/};/p' "$src/src/ctx.c" | grep -o '"RMX_[A-Z_]*"' | tr -d '"')
-[ -n "$vars" ] || say "no list of settings found in src/ctx.c"
-"$bin/rmx-info" >"$out" 2>&1
-for v in $vars; do
-  grep -q "^  $v=" "$out" || say "rmx-info does not show $v"
-done
 
 [ "$bad" = 0 ] && echo "tools: --help, --version, every bad command line, numbers and rmx-info's settings behaved"
 exit "$bad"

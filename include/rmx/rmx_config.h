@@ -13,6 +13,8 @@
 #error "include <rmx/rmx.h>, which includes this file"
 #endif
 
+#include <stdio.h> /* FILE, for rmx_config_print() */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -74,7 +76,8 @@ typedef struct rmx_config {
                                     Flow control makes them unnecessary: 0 turns any into an error. */
   rmx_log_level_t log_level;   /**< RMX_LOG=none|error|warn|info|debug|trace (warn) */
   rmx_progress_t progress;     /**< RMX_PROGRESS=event|poll|adaptive (event) */
-  char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE) */
+  char device[64];             /**< RDMA device name or GUID, empty: by route (RMX_DEVICE; a
+                                    longer value is refused, never truncated) */
   uint32_t close_timeout_ms;   /**< how long an orderly close may wait for the peer before the
                                     connection is cut and what is outstanding fails
                                     (RMX_CLOSE_TIMEOUT_MS, 5000) */
@@ -158,18 +161,70 @@ typedef struct rmx_config {
 /**
  * @brief Fill @p cfg with defaults, then apply @c RMX_* environment overrides.
  *
+ * Numbers are decimal: a leading 0 does not make one octal ("010" is ten),
+ * and hexadecimal ("0x10") is refused. Byte sizes (@c RMX_EAGER_SIZE,
+ * @c RMX_MAX_MSG_SIZE) may end in K, M, G or T (powers of 1024). A value
+ * past 64 bits, or whose suffix would carry it past them, is out of range,
+ * never wrapped. @c RMX_DEVICE longer than 63 bytes is refused. The rules
+ * between settings are checked too (@c RMX_KEEPALIVE_TIMEOUT_MS at least
+ * @c RMX_KEEPALIVE_MS, unless that is 0). Each refusal logs one error line
+ * naming the variable(s), the value and what is accepted, for example
+ * "RMX_EAGER_SIZE=100 is out of range: 256 .. 1048576".
+ *
  * An @c RMX_ variable that names no setting is logged as a warning (once
  * per process), with the setting it most resembles; variables under
- * @c RMX_TEST_ belong to rmx's test programs and are left alone.
+ * @c RMX_TEST_ belong to rmx's test programs and are left alone. Nothing
+ * is logged below the level @c RMX_LOG asks for (none: nothing at all).
+ * rmx_ctx_create() checks a configuration passed in code by the same
+ * rules, logging a line that names the field(s) before it returns
+ * @ref RMX_EINVAL.
+ *
  * @param[out] cfg  the configuration to fill (every field, @c size
  *        included); the caller's, read by rmx_ctx_create() during that call
  *        only
- * @return 0, or @ref RMX_EINVAL when an environment value does not parse, or
- *         the file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty,
+ * @return 0, or @ref RMX_EINVAL when @p cfg is NULL, an environment value
+ *         does not parse, is out of range or breaks a rule between
+ *         settings (the other fields still hold their values), or the
+ *         file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty,
  *         or its first line is longer than 127 bytes or holds a NUL byte
  *         (the message names the variable).
  */
 RMX_API int rmx_config_init(rmx_config_t *cfg);
+
+/** Flags of rmx_config_print(). */
+enum {
+  RMX_CONFIG_PRINT_JSON = 1u << 0, /**< one JSON object: {"settings": [{"name", "field",
+                                        "value", "default", "source", "description", and
+                                        "min"/"max", "values" or "max_length"}, ...]} */
+  RMX_CONFIG_PRINT_BRIEF = 1u << 1 /**< text, one line per setting, without descriptions */
+};
+
+/**
+ * @brief Print every setting: its variable, value, default, where the
+ * value came from, what it accepts and what it means (what
+ * <tt>rmx-info -c</tt> shows).
+ *
+ * Text, by default: per setting a line <tt>RMX_NAME=value  (source)</tt>,
+ * then, unless @ref RMX_CONFIG_PRINT_BRIEF, an indented line with the
+ * field's name, its meaning and what it accepts. The source is
+ * "default"; "environment" where the @c RMX_ variable is set and gives the
+ * value; "code" where the value differs from what the defaults and the
+ * environment give (the program set it); or "refused" where the variable
+ * is set but did not parse (the default is in effect). The authentication
+ * secret is never printed: its value is the path named by
+ * @c RMX_AUTH_SECRET_FILE, "(set in code)", or empty.
+ *
+ * @param cfg the configuration to print, filled by rmx_config_init() and
+ *        perhaps changed; only read, the caller keeps it. NULL prints the
+ *        configuration rmx_config_init() would give now, logging nothing.
+ * @param out an open stream; written, neither flushed nor closed.
+ * @param flags 0 (text), or @ref RMX_CONFIG_PRINT_JSON or
+ *        @ref RMX_CONFIG_PRINT_BRIEF.
+ * @return 0; @ref RMX_EINVAL when @p out is NULL, @p flags has an unknown
+ *         bit, or @p cfg's @c size is one this library cannot know
+ *         (logged); @ref RMX_EIO when the stream reports a write error.
+ */
+RMX_API int rmx_config_print(const rmx_config_t *cfg, FILE *out, unsigned flags);
 
 #ifdef __cplusplus
 }
