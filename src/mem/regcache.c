@@ -5,23 +5,32 @@
  *
  * A registration pins physical pages. If the application unmaps memory and
  * maps new memory at the same address, a cached registration would still
- * point at the old pages and data would silently go astray. So:
- * - munmap, mremap and madvise(DONTNEED/FREE/REMOVE) are hooked once a
- *   cache is first used (memhooks.c): every cache drops the registrations
- *   that overlap an unmapped range before its next lookup;
+ * point at the old pages and data would silently go astray. So the cache
+ * is armed the first time a context keeps a registration (a verbs
+ * transfer from memory the application did not register), never before:
+ * - munmap, mremap and madvise(DONTNEED/FREE/REMOVE) are hooked
+ *   (memhooks.c): every cache drops the registrations that overlap an
+ *   unmapped range before its next lookup;
  * - glibc's malloc unmaps through internal calls that no hook sees, so
- *   when librmx loads, rmx asks malloc never to return memory to the
- *   system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory is
- *   reused as the same pages, which keeps registrations right.
+ *   from then on malloc is asked never to map a block on its own nor to
+ *   give its heap back (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed
+ *   memory is reused as the same pages, which keeps registrations right;
+ * - blocks malloc had mapped before that moment are still unmapped by
+ *   free behind the hooks: the anonymous mappings that exist when the
+ *   cache is armed are noted, and a registration overlapping one is used
+ *   for its transfer and never kept.
+ * A process that never keeps a registration (no context, TCP only, the
+ * cache off) runs with glibc's malloc exactly as configured by default.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and
  * deregisters, malloc is left alone and nothing is hooked. Built with
  * RMX_MEMHOOKS off (cmake -DRMX_MEMHOOKS=OFF), librmx has no hook, sets
- * nothing in malloc, and has no cache.
- * See docs/one-sided.md.
+ * nothing in malloc, and has no cache. docs/architecture.md ("Memory")
+ * weighs the choices; see also docs/one-sided.md.
  */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,26 +161,81 @@ void rmx__regcache_fini(rmx_ctx_t *ctx)
   ctx->rc.pending = NULL;
 }
 
+/* ---- arming: malloc settings and the mappings that predate them ---- */
+
+static pthread_once_t g_arm_once = PTHREAD_ONCE_INIT;
+static uintptr_t *g_pre;  /* [start, end) pairs, sorted, never freed */
+static size_t g_npre;     /* pairs in g_pre */
+static int g_pre_unknown; /* /proc/self/maps unreadable: keep nothing */
+
 /*
- * Set when the library loads, before the program's own allocations: a
- * chunk glibc had already mapped on its own would later be unmapped
- * through its internal munmap, which the hooks never see, and a cached
- * registration of it would then send stale pages. Memory mapped before
- * the library was loaded (dlopen late in a process's life) keeps that
- * window; docs/one-sided.md says so. RMX_REGCACHE=0 leaves malloc alone.
+ * The anonymous mappings that exist now, after malloc stopped mapping
+ * blocks: those malloc made itself (its large blocks, other threads'
+ * arenas) are among them, and free unmaps them behind the hooks. The
+ * program break's heap is not: it never shrinks from now on. Others
+ * (stacks, the application's own mmaps) are kept out too: nothing here
+ * tells them apart, and leaving a range uncached is only slower.
  */
-__attribute__((constructor)) static void malloc_keeps_memory(void)
+static void note_premapped(void)
 {
-  const char *v = getenv("RMX_REGCACHE");
-  if (!RMX_MEMHOOKS || (v && strcmp(v, "0") == 0))
+  FILE *f = fopen("/proc/self/maps", "re");
+  size_t cap = 0;
+  char line[512];
+  if (!f) {
+    g_pre_unknown = 1;
     return;
+  }
+  while (fgets(line, sizeof(line), f)) {
+    unsigned long s, e, ino;
+    char perms[8], path[256] = "";
+    int n = sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &s, &e, perms, &ino, path);
+    if (n < 4 || ino != 0)
+      continue; /* a file's */
+    if (n == 5 && strcmp(path, "[stack]") != 0 && strncmp(path, "[anon", 5) != 0)
+      continue; /* [heap] (the program break's, which no longer shrinks), [vdso]... */
+    if (g_npre == cap) {
+      size_t ncap = cap ? 2 * cap : 64;
+      uintptr_t *np = realloc(g_pre, 2 * ncap * sizeof(*np));
+      if (!np) {
+        g_pre_unknown = 1;
+        break;
+      }
+      g_pre = np;
+      cap = ncap;
+    }
+    g_pre[2 * g_npre] = s; /* the kernel lists mappings in address order */
+    g_pre[2 * g_npre + 1] = e;
+    g_npre++;
+  }
+  fclose(f);
+}
+
+static void arm_once(void)
+{
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
+  note_premapped();
+}
+
+/* [s, e) overlaps a mapping that predates the cache (or none is known). */
+static int premapped(uintptr_t s, uintptr_t e)
+{
+  size_t lo = 0, hi = g_npre;
+  if (g_pre_unknown)
+    return 1;
+  while (lo < hi) { /* the first mapping that ends after s */
+    size_t mid = lo + (hi - lo) / 2;
+    if (g_pre[2 * mid + 1] <= s)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < g_npre && g_pre[2 * lo] < e;
 }
 
 /*
- * The hooks are in place and have seen every object loaded so far: 0.
- * Objects loaded since the last lookup may have unmapped cached memory
+ * The hooks are in place and have seen every object loaded so far, and
+ * malloc is set for the cache (the first call arms both): 0. Objects loaded since the last lookup may have unmapped cached memory
  * unseen, so the cache starts over then. Without the hooks the cache turns
  * itself off for good.
  */
@@ -180,6 +244,7 @@ static int hooks_ready(rmx_ctx_t *ctx)
   rmx__regcache_t *rc = &ctx->rc;
   int r = rmx__memhooks_install(note_unmap);
   if (r == 0) {
+    pthread_once(&g_arm_once, arm_once);
     unsigned long gen = rmx__memhooks_sync();
     if (gen != rc->hooks_gen) {
       rc->hooks_gen = gen;
@@ -204,8 +269,9 @@ int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, uns
   uintptr_t s = (uintptr_t)addr & ~(uintptr_t)(PAGE - 1);
   uintptr_t e = ((uintptr_t)addr + len + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
   rmx_list_t *n;
+  int keep = 0;
 
-  if (rc->enabled && hooks_ready(ctx) == 0) {
+  if (rc->enabled && hooks_ready(ctx) == 0 && (keep = !premapped(s, e)) != 0) {
     apply_pending(ctx);
     rmx_list_foreach(n, &rc->lru) {
       rmx__rc_entry_t *en = rmx_container_of(n, rmx__rc_entry_t, link);
@@ -235,7 +301,7 @@ int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, uns
   en->refs = 1;
   rc->bytes += e - s;
   rmx_list_init(&en->link);
-  if (rc->enabled) {
+  if (keep) {
     rmx_list_push_front(&rc->lru, &en->link);
     rc->entries++;
   } else {
