@@ -18,7 +18,9 @@
  * - blocks malloc had mapped before that moment are still unmapped by
  *   free behind the hooks: the anonymous mappings that exist when the
  *   cache is armed are noted, and a registration overlapping one is used
- *   for its transfer and never kept.
+ *   for its transfer and never kept, until the hooks see a fresh mapping
+ *   made over that range (mmap, mremap: nothing older is left there, and
+ *   its unmapping will be seen).
  * A process that never keeps a registration (no context, TCP only, the
  * cache off) runs with glibc's malloc exactly as configured by default.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and
@@ -34,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem/memhooks.h"
 #include "rmx_int.h"
 
 #define PENDING_MAX 64
@@ -163,10 +166,18 @@ void rmx__regcache_fini(rmx_ctx_t *ctx)
 
 /* ---- arming: malloc settings and the mappings that predate them ---- */
 
+/*
+ * The anonymous mappings that existed when the cache was armed and have
+ * not been seen replaced since: [start, end) pairs in address order,
+ * which only shrink (read on every lookup, changed by the mmap hook,
+ * which must not allocate: a split that finds no room leaves the range
+ * whole, which is only slower).
+ */
 static pthread_once_t g_arm_once = PTHREAD_ONCE_INIT;
-static uintptr_t *g_pre;  /* [start, end) pairs, sorted, never freed */
-static size_t g_npre;     /* pairs in g_pre */
-static int g_pre_unknown; /* /proc/self/maps unreadable: keep nothing */
+static pthread_rwlock_t g_pre_lock = PTHREAD_RWLOCK_INITIALIZER;
+static uintptr_t *g_pre;         /* never freed: the process's lifetime */
+static size_t g_npre, g_pre_cap; /* pairs */
+static int g_pre_unknown;        /* /proc/self/maps unreadable: keep nothing */
 
 /*
  * The anonymous mappings that exist now, after malloc stopped mapping
@@ -175,39 +186,94 @@ static int g_pre_unknown; /* /proc/self/maps unreadable: keep nothing */
  * program break's heap is not: it never shrinks from now on. Others
  * (stacks, the application's own mmaps) are kept out too: nothing here
  * tells them apart, and leaving a range uncached is only slower.
+ * Read without the lock (stdio allocates; an allocator that maps through
+ * the hooks would then wait on it), published under it.
  */
 static void note_premapped(void)
 {
   FILE *f = fopen("/proc/self/maps", "re");
-  size_t cap = 0;
+  uintptr_t *pre = NULL;
+  size_t n = 0, cap = 0;
+  int unknown = !f;
   char line[512];
-  if (!f) {
-    g_pre_unknown = 1;
-    return;
-  }
-  while (fgets(line, sizeof(line), f)) {
+  while (f && fgets(line, sizeof(line), f)) {
     unsigned long s, e, ino;
     char perms[8], path[256] = "";
-    int n = sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &s, &e, perms, &ino, path);
-    if (n < 4 || ino != 0)
+    int k = sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &s, &e, perms, &ino, path);
+    if (k < 4 || ino != 0)
       continue; /* a file's */
-    if (n == 5 && strcmp(path, "[stack]") != 0 && strncmp(path, "[anon", 5) != 0)
+    if (k == 5 && strcmp(path, "[stack]") != 0 && strncmp(path, "[anon", 5) != 0)
       continue; /* [heap] (the program break's, which no longer shrinks), [vdso]... */
-    if (g_npre == cap) {
-      size_t ncap = cap ? 2 * cap : 64;
-      uintptr_t *np = realloc(g_pre, 2 * ncap * sizeof(*np));
+    if (n == cap) {
+      size_t ncap = cap ? 2 * cap : 128; /* room for the splits to come */
+      uintptr_t *np = realloc(pre, 2 * ncap * sizeof(*np));
       if (!np) {
-        g_pre_unknown = 1;
+        unknown = 1;
         break;
       }
-      g_pre = np;
+      pre = np;
       cap = ncap;
     }
-    g_pre[2 * g_npre] = s; /* the kernel lists mappings in address order */
-    g_pre[2 * g_npre + 1] = e;
-    g_npre++;
+    pre[2 * n] = s; /* the kernel lists mappings in address order */
+    pre[2 * n + 1] = e;
+    n++;
   }
-  fclose(f);
+  if (f)
+    fclose(f);
+  pthread_rwlock_wrlock(&g_pre_lock);
+  g_pre = pre;
+  g_npre = n;
+  g_pre_cap = cap;
+  g_pre_unknown = unknown;
+  pthread_rwlock_unlock(&g_pre_lock);
+}
+
+/* The first range that ends after s (caller holds g_pre_lock). */
+static size_t pre_find(uintptr_t s)
+{
+  size_t lo = 0, hi = g_npre;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g_pre[2 * mid + 1] <= s)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/*
+ * The hooks saw a fresh mapping at [addr, addr + len): whatever was there
+ * before is gone, and this memory's unmapping will be seen. Later
+ * registrations of it may be cached.
+ */
+static void note_mapped(const void *addr, size_t len)
+{
+  uintptr_t a = (uintptr_t)addr, b = a + len;
+  pthread_rwlock_wrlock(&g_pre_lock);
+  for (size_t i = pre_find(a); i < g_npre && g_pre[2 * i] < b;) {
+    uintptr_t *r = &g_pre[2 * i];
+    if (r[0] < a && r[1] > b) { /* the middle goes: split, where there is room */
+      if (g_npre < g_pre_cap) {
+        memmove(r + 2, r, (g_npre - i) * 2 * sizeof(*r));
+        r[1] = a;
+        r[2] = b;
+        g_npre++;
+      }
+      break;
+    }
+    if (r[0] < a) {
+      r[1] = a;
+      i++;
+    } else if (r[1] > b) {
+      r[0] = b;
+      break;
+    } else { /* all of it */
+      memmove(r, r + 2, (g_npre - i - 1) * 2 * sizeof(*r));
+      g_npre--;
+    }
+  }
+  pthread_rwlock_unlock(&g_pre_lock);
 }
 
 static void arm_once(void)
@@ -215,22 +281,17 @@ static void arm_once(void)
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
   note_premapped();
+  rmx__memhooks_on_map(note_mapped);
 }
 
 /* [s, e) overlaps a mapping that predates the cache (or none is known). */
 static int premapped(uintptr_t s, uintptr_t e)
 {
-  size_t lo = 0, hi = g_npre;
-  if (g_pre_unknown)
-    return 1;
-  while (lo < hi) { /* the first mapping that ends after s */
-    size_t mid = lo + (hi - lo) / 2;
-    if (g_pre[2 * mid + 1] <= s)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < g_npre && g_pre[2 * lo] < e;
+  pthread_rwlock_rdlock(&g_pre_lock);
+  size_t i = pre_find(s);
+  int r = g_pre_unknown || (i < g_npre && g_pre[2 * i] < e);
+  pthread_rwlock_unlock(&g_pre_lock);
+  return r;
 }
 
 /*
