@@ -17,7 +17,10 @@
  * (Hooking dlopen instead would change what it resolves: glibc reads the
  * caller's run path from the return address.) Calls the C library makes
  * inside itself (malloc's own unmapping) never go through a slot:
- * regcache.c covers malloc with mallopt instead.
+ * regcache.c covers malloc with mallopt instead. mmap (and mmap64) are
+ * hooked too, to tell regcache.c which ranges a new mapping took
+ * (rmx__memhooks_on_map): memory that was there before is gone, whoever
+ * unmapped it.
  *
  * Written here rather than taken from a library: the only maintained
  * implementations live inside larger runtimes (UCX's ucm), and what rmx
@@ -33,6 +36,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "mem/memhooks.h"
 #include "rmx_int.h"
 
 #if RMX_MEMHOOKS && (defined(__x86_64__) || defined(__aarch64__))
@@ -46,11 +50,34 @@
 #endif
 
 static void (*g_note)(const void *addr, size_t len);
+static void (*_Atomic g_mapped)(const void *addr, size_t len);
 
 /* What each symbol resolved to before the hooks. */
 static int (*next_munmap)(void *, size_t);
 static void *(*next_mremap)(void *, size_t, size_t, int, ...);
 static int (*next_madvise)(void *, size_t, int);
+static void *(*next_mmap)(void *, size_t, int, int, int, off_t);
+static void *(*next_mmap64)(void *, size_t, int, int, int, off_t);
+
+/* A new mapping, unless it replaced what was there (MAP_FIXED): that
+ * memory's owner may still think it has it. */
+static void *mapped(void *p, size_t len, int fixed)
+{
+  void (*f)(const void *, size_t) = g_mapped;
+  if (p != MAP_FAILED && !fixed && f)
+    f(p, len);
+  return p;
+}
+
+static void *hook_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+  return mapped(next_mmap(addr, len, prot, flags, fd, off), len, flags & MAP_FIXED);
+}
+
+static void *hook_mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+  return mapped(next_mmap64(addr, len, prot, flags, fd, off), len, flags & MAP_FIXED);
+}
 
 static int hook_munmap(void *addr, size_t len)
 {
@@ -68,7 +95,8 @@ static void *hook_mremap(void *old, size_t old_len, size_t new_len, int flags, .
     va_end(ap);
   }
   g_note(old, old_len);
-  return next_mremap(old, old_len, new_len, flags, new_addr);
+  return mapped(next_mremap(old, old_len, new_len, flags, new_addr), new_len,
+                flags & MREMAP_FIXED);
 }
 
 static int hook_madvise(void *addr, size_t len, int advice)
@@ -82,10 +110,13 @@ static const struct {
   const char *name;
   void *hook;
   void **next;
+  int optional; /* a C library without it has no caller of it either */
 } hooks[] = {
-  {"munmap", (void *)hook_munmap, (void **)&next_munmap},
-  {"mremap", (void *)hook_mremap, (void **)&next_mremap},
-  {"madvise", (void *)hook_madvise, (void **)&next_madvise},
+  {"munmap", (void *)hook_munmap, (void **)&next_munmap, 0},
+  {"mremap", (void *)hook_mremap, (void **)&next_mremap, 0},
+  {"madvise", (void *)hook_madvise, (void **)&next_madvise, 0},
+  {"mmap", (void *)hook_mmap, (void **)&next_mmap, 0},
+  {"mmap64", (void *)hook_mmap64, (void **)&next_mmap64, 1},
 };
 #define NHOOKS (sizeof(hooks) / sizeof(hooks[0]))
 
@@ -124,7 +155,7 @@ static void patch_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *r, s
       continue;
     const char *name = strs + syms[ELF64_R_SYM(r[i].r_info)].st_name;
     for (size_t h = 0; h < NHOOKS; h++)
-      if (strcmp(name, hooks[h].name) == 0)
+      if (*hooks[h].next && strcmp(name, hooks[h].name) == 0)
         patch_slot((void **)(info->dlpi_addr + r[i].r_offset), hooks[h].hook, rs, re);
   }
 }
@@ -214,7 +245,7 @@ static void install_once(void)
 {
   for (size_t h = 0; h < NHOOKS; h++) {
     *hooks[h].next = dlsym(RTLD_DEFAULT, hooks[h].name);
-    if (!*hooks[h].next) {
+    if (!*hooks[h].next && !hooks[h].optional) {
       g_install_rc = RMX_ENOTSUP;
       return;
     }
@@ -236,6 +267,8 @@ int rmx__memhooks_install(void (*note)(const void *addr, size_t len))
 
 int rmx__memhooks_failed(void) { return __atomic_load_n(&g_failed, __ATOMIC_RELAXED); }
 
+void rmx__memhooks_on_map(void (*fn)(const void *addr, size_t len)) { g_mapped = fn; }
+
 #else /* no hooks: built without them, or a target this file does not know */
 
 int rmx__memhooks_install(void (*note)(const void *addr, size_t len))
@@ -245,6 +278,8 @@ int rmx__memhooks_install(void (*note)(const void *addr, size_t len))
 }
 
 int rmx__memhooks_failed(void) { return 0; }
+
+void rmx__memhooks_on_map(void (*fn)(const void *addr, size_t len)) { (void)fn; }
 
 unsigned long rmx__memhooks_sync(void) { return 0; }
 

@@ -5,26 +5,38 @@
  *
  * A registration pins physical pages. If the application unmaps memory and
  * maps new memory at the same address, a cached registration would still
- * point at the old pages and data would silently go astray. So:
- * - munmap, mremap and madvise(DONTNEED/FREE/REMOVE) are hooked once a
- *   cache is first used (memhooks.c): every cache drops the registrations
- *   that overlap an unmapped range before its next lookup;
+ * point at the old pages and data would silently go astray. So the cache
+ * is armed the first time a context keeps a registration (a verbs
+ * transfer from memory the application did not register), never before:
+ * - munmap, mremap and madvise(DONTNEED/FREE/REMOVE) are hooked
+ *   (memhooks.c): every cache drops the registrations that overlap an
+ *   unmapped range before its next lookup;
  * - glibc's malloc unmaps through internal calls that no hook sees, so
- *   when librmx loads, rmx asks malloc never to return memory to the
- *   system (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed memory is
- *   reused as the same pages, which keeps registrations right.
+ *   from then on malloc is asked never to map a block on its own nor to
+ *   give its heap back (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1): freed
+ *   memory is reused as the same pages, which keeps registrations right;
+ * - blocks malloc had mapped before that moment are still unmapped by
+ *   free behind the hooks: the anonymous mappings that exist when the
+ *   cache is armed are noted, and a registration overlapping one is used
+ *   for its transfer and never kept, until the hooks see a fresh mapping
+ *   made over that range (mmap, mremap: nothing older is left there, and
+ *   its unmapping will be seen).
+ * A process that never keeps a registration (no context, TCP only, the
+ * cache off) runs with glibc's malloc exactly as configured by default.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and
  * deregisters, malloc is left alone and nothing is hooked. Built with
  * RMX_MEMHOOKS off (cmake -DRMX_MEMHOOKS=OFF), librmx has no hook, sets
- * nothing in malloc, and has no cache.
- * See docs/one-sided.md.
+ * nothing in malloc, and has no cache. docs/architecture.md ("Memory")
+ * weighs the choices; see also docs/one-sided.md.
  */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem/memhooks.h"
 #include "rmx_int.h"
 
 #define PENDING_MAX 64
@@ -152,26 +164,139 @@ void rmx__regcache_fini(rmx_ctx_t *ctx)
   ctx->rc.pending = NULL;
 }
 
+/* ---- arming: malloc settings and the mappings that predate them ---- */
+
 /*
- * Set when the library loads, before the program's own allocations: a
- * chunk glibc had already mapped on its own would later be unmapped
- * through its internal munmap, which the hooks never see, and a cached
- * registration of it would then send stale pages. Memory mapped before
- * the library was loaded (dlopen late in a process's life) keeps that
- * window; docs/one-sided.md says so. RMX_REGCACHE=0 leaves malloc alone.
+ * The anonymous mappings that existed when the cache was armed and have
+ * not been seen replaced since: [start, end) pairs in address order,
+ * which only shrink (read on every lookup, changed by the mmap hook,
+ * which must not allocate: a split that finds no room leaves the range
+ * whole, which is only slower).
  */
-__attribute__((constructor)) static void malloc_keeps_memory(void)
+static pthread_once_t g_arm_once = PTHREAD_ONCE_INIT;
+static pthread_rwlock_t g_pre_lock = PTHREAD_RWLOCK_INITIALIZER;
+static uintptr_t *g_pre;         /* never freed: the process's lifetime */
+static size_t g_npre, g_pre_cap; /* pairs */
+static int g_pre_unknown;        /* /proc/self/maps unreadable: keep nothing */
+
+/*
+ * The anonymous mappings that exist now, after malloc stopped mapping
+ * blocks: those malloc made itself (its large blocks, other threads'
+ * arenas) are among them, and free unmaps them behind the hooks. The
+ * program break's heap is not: it never shrinks from now on. Others
+ * (stacks, the application's own mmaps) are kept out too: nothing here
+ * tells them apart, and leaving a range uncached is only slower.
+ * Read without the lock (stdio allocates; an allocator that maps through
+ * the hooks would then wait on it), published under it.
+ */
+static void note_premapped(void)
 {
-  const char *v = getenv("RMX_REGCACHE");
-  if (!RMX_MEMHOOKS || (v && strcmp(v, "0") == 0))
-    return;
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, -1);
+  FILE *f = fopen("/proc/self/maps", "re");
+  uintptr_t *pre = NULL;
+  size_t n = 0, cap = 0;
+  int unknown = !f;
+  char line[512];
+  while (f && fgets(line, sizeof(line), f)) {
+    unsigned long s, e, ino;
+    char perms[8], path[256] = "";
+    int k = sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &s, &e, perms, &ino, path);
+    if (k < 4 || ino != 0)
+      continue; /* a file's */
+    if (k == 5 && strcmp(path, "[stack]") != 0 && strncmp(path, "[anon", 5) != 0)
+      continue; /* [heap] (the program break's, which no longer shrinks), [vdso]... */
+    if (n == cap) {
+      size_t ncap = cap ? 2 * cap : 128; /* room for the splits to come */
+      uintptr_t *np = realloc(pre, 2 * ncap * sizeof(*np));
+      if (!np) {
+        unknown = 1;
+        break;
+      }
+      pre = np;
+      cap = ncap;
+    }
+    pre[2 * n] = s; /* the kernel lists mappings in address order */
+    pre[2 * n + 1] = e;
+    n++;
+  }
+  if (f)
+    fclose(f);
+  pthread_rwlock_wrlock(&g_pre_lock);
+  g_pre = pre;
+  g_npre = n;
+  g_pre_cap = cap;
+  g_pre_unknown = unknown;
+  pthread_rwlock_unlock(&g_pre_lock);
+}
+
+/* The first range that ends after s (caller holds g_pre_lock). */
+static size_t pre_find(uintptr_t s)
+{
+  size_t lo = 0, hi = g_npre;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g_pre[2 * mid + 1] <= s)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
 }
 
 /*
- * The hooks are in place and have seen every object loaded so far: 0.
- * Objects loaded since the last lookup may have unmapped cached memory
+ * The hooks saw a fresh mapping at [addr, addr + len): whatever was there
+ * before is gone, and this memory's unmapping will be seen. Later
+ * registrations of it may be cached.
+ */
+static void note_mapped(const void *addr, size_t len)
+{
+  uintptr_t a = (uintptr_t)addr, b = a + len;
+  pthread_rwlock_wrlock(&g_pre_lock);
+  for (size_t i = pre_find(a); i < g_npre && g_pre[2 * i] < b;) {
+    uintptr_t *r = &g_pre[2 * i];
+    if (r[0] < a && r[1] > b) { /* the middle goes: split, where there is room */
+      if (g_npre < g_pre_cap) {
+        memmove(r + 2, r, (g_npre - i) * 2 * sizeof(*r));
+        r[1] = a;
+        r[2] = b;
+        g_npre++;
+      }
+      break;
+    }
+    if (r[0] < a) {
+      r[1] = a;
+      i++;
+    } else if (r[1] > b) {
+      r[0] = b;
+      break;
+    } else { /* all of it */
+      memmove(r, r + 2, (g_npre - i - 1) * 2 * sizeof(*r));
+      g_npre--;
+    }
+  }
+  pthread_rwlock_unlock(&g_pre_lock);
+}
+
+static void arm_once(void)
+{
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
+  note_premapped();
+  rmx__memhooks_on_map(note_mapped);
+}
+
+/* [s, e) overlaps a mapping that predates the cache (or none is known). */
+static int premapped(uintptr_t s, uintptr_t e)
+{
+  pthread_rwlock_rdlock(&g_pre_lock);
+  size_t i = pre_find(s);
+  int r = g_pre_unknown || (i < g_npre && g_pre[2 * i] < e);
+  pthread_rwlock_unlock(&g_pre_lock);
+  return r;
+}
+
+/*
+ * The hooks are in place and have seen every object loaded so far, and
+ * malloc is set for the cache (the first call arms both): 0. Objects loaded since the last lookup may have unmapped cached memory
  * unseen, so the cache starts over then. Without the hooks the cache turns
  * itself off for good.
  */
@@ -180,6 +305,7 @@ static int hooks_ready(rmx_ctx_t *ctx)
   rmx__regcache_t *rc = &ctx->rc;
   int r = rmx__memhooks_install(note_unmap);
   if (r == 0) {
+    pthread_once(&g_arm_once, arm_once);
     unsigned long gen = rmx__memhooks_sync();
     if (gen != rc->hooks_gen) {
       rc->hooks_gen = gen;
@@ -204,8 +330,9 @@ int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, uns
   uintptr_t s = (uintptr_t)addr & ~(uintptr_t)(PAGE - 1);
   uintptr_t e = ((uintptr_t)addr + len + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
   rmx_list_t *n;
+  int keep = 0;
 
-  if (rc->enabled && hooks_ready(ctx) == 0) {
+  if (rc->enabled && hooks_ready(ctx) == 0 && (keep = !premapped(s, e)) != 0) {
     apply_pending(ctx);
     rmx_list_foreach(n, &rc->lru) {
       rmx__rc_entry_t *en = rmx_container_of(n, rmx__rc_entry_t, link);
@@ -235,7 +362,7 @@ int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, uns
   en->refs = 1;
   rc->bytes += e - s;
   rmx_list_init(&en->link);
-  if (rc->enabled) {
+  if (keep) {
     rmx_list_push_front(&rc->lru, &en->link);
     rc->entries++;
   } else {

@@ -2,7 +2,8 @@
 /*
  * The registration cache's unmap hooks (src/mem/memhooks.c): nothing is
  * hooked until they are installed; then munmap, mremap and
- * madvise(DONTNEED) calls from this program are noted and still done;
+ * madvise(DONTNEED) calls from this program are noted and still done,
+ * and the ranges mmap and mremap map afresh are reported;
  * a library loaded afterwards is hooked at the next sync, which says so.
  */
 #include <dlfcn.h>
@@ -16,10 +17,20 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "mem/memhooks.h"
 #include "rmx_int.h"
 
 static uintptr_t noted_start, noted_end;
 static int notes;
+static uintptr_t mapped_start, mapped_end;
+static int maps;
+
+static void on_map(const void *addr, size_t len)
+{
+  maps++;
+  mapped_start = (uintptr_t)addr;
+  mapped_end = (uintptr_t)addr + len;
+}
 
 static void note(const void *addr, size_t len)
 {
@@ -72,6 +83,18 @@ static void hooks(void **state)
   assert_int_equal(rmx__memhooks_failed(), 0);
   assert_ptr_not_equal(munmap_here(), libc_munmap);
 
+  /* mmap: a new mapping is reported, one that replaces memory is not. */
+  rmx__memhooks_on_map(on_map);
+  p = map(len);
+  assert_int_equal(maps, 1);
+  assert_int_equal(mapped_start, (uintptr_t)p);
+  assert_int_equal(mapped_end, (uintptr_t)p + len);
+  void *f = mmap(p, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  assert_true(f == p);
+  assert_int_equal(maps, 1);
+  assert_int_equal(munmap(p, len), 0);
+  notes = 0;
+
   /* munmap: noted with its range, and done. */
   p = map(len);
   assert_int_equal(munmap(p + pg, pg), 0);
@@ -82,12 +105,16 @@ static void hooks(void **state)
   assert_int_equal(p[0], 0x5a); /* its neighbours stay */
 
   /* mremap: the old range is noted, the data moves. */
+  maps = 0;
   uint8_t *q = mremap(p + 2 * pg, 2 * pg, 8 * pg, MREMAP_MAYMOVE);
   assert_true(q != MAP_FAILED);
   assert_int_equal(notes, 2);
   assert_int_equal(noted_start, (uintptr_t)p + 2 * pg);
   assert_int_equal(noted_end, (uintptr_t)p + 4 * pg);
   assert_int_equal(q[pg], 0x5a);
+  assert_int_equal(maps, 1); /* and the new range reported */
+  assert_int_equal(mapped_start, (uintptr_t)q);
+  assert_int_equal(mapped_end, (uintptr_t)q + 8 * pg);
 
   /* madvise: only what drops the pages is noted. */
   assert_int_equal(madvise(q, pg, MADV_WILLNEED), 0);
