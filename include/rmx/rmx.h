@@ -413,6 +413,41 @@ RMX_API int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg);
 /** @brief Name of the transport carrying the connection: "tcp" or "rdma". */
 RMX_API const char *rmx_conn_transport(const rmx_conn_t *c);
 
+struct sockaddr_storage; /* <sys/socket.h> */
+
+/**
+ * @brief The peer's address of a connection: IP address and port, as the
+ * transport sees them (TCP: the socket's peer; RDMA: rdma_cm's destination).
+ *
+ * Valid from the moment the connection is handed over (@c on_connected
+ * with 0, or @c on_accept) until the handle is freed (after @c on_closed):
+ * still readable in @c on_disconnect and after the loss, so it can name
+ * the peer in a log. A reconnect (rmx_connect_opts()) updates it when it
+ * succeeds.
+ * @param c    the connection
+ * @param[out] out  filled with a @c sockaddr_in or @c sockaddr_in6 (look
+ *        at @c ss_family); untouched on error. The caller's memory.
+ * @return 0; @ref RMX_ENOTCONN when the connection never became
+ *         established (still connecting, or the connect failed);
+ *         @ref RMX_EINVAL when @p c or @p out is NULL.
+ */
+RMX_API int rmx_conn_peer_addr(const rmx_conn_t *c, struct sockaddr_storage *out);
+
+/**
+ * @brief This side's address of a connection: the local IP address and
+ * port it uses (TCP: the socket's name; an accepted connection shows the
+ * listener's port; RDMA: rdma_cm's source address).
+ *
+ * Valid over the same span as rmx_conn_peer_addr().
+ * @param c    the connection
+ * @param[out] out  filled with a @c sockaddr_in or @c sockaddr_in6;
+ *        untouched on error. The caller's memory.
+ * @return 0; @ref RMX_ENOTCONN when the connection never became
+ *         established; @ref RMX_ENOTSUP when its transport cannot tell;
+ *         @ref RMX_EINVAL when @p c or @p out is NULL.
+ */
+RMX_API int rmx_conn_local_addr(const rmx_conn_t *c, struct sockaddr_storage *out);
+
 /** Per-connection counters. */
 typedef struct rmx_conn_stats {
   uint64_t msgs_sent;      /**< messages whose send completed successfully */

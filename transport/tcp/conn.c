@@ -231,7 +231,7 @@ void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32
     break;
   case TF_REJECT: {
     int32_t st = tf_reject_get(body);
-    tcp_fail(tc, st < 0 ? rmx_wire_status(st) : RMX_ECONNREFUSED);
+    tcp_fail(tc, rmx_reject_status(st));
     break;
   }
   case TF_FRAME:
