@@ -112,9 +112,10 @@ const char *tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
 
 void tcp_proto_fail(rmx_tp_conn_t *tc, const char *why)
 {
-  char peer[80];
-  RMX_TP_LOG(tc->tp->env, ERROR, "tcp: closing connection with %s: %s",
-             tcp_peer(tc, peer, sizeof(peer)), why);
+  char peer[80] = "?";
+  if (tc->tp->env->log_level >= RMX_LOG_ERROR)
+    tcp_peer(tc, peer, sizeof(peer));
+  RMX_TP_LOG(tc->tp->env, ERROR, "tcp: closing connection with %s: %s", peer, why);
   tcp_fail(tc, RMX_EPROTO);
 }
 

@@ -20,8 +20,13 @@ static void timer_cb(uv_timer_t *t)
   struct rmx_tp_conn *tc = t->data;
   if (tc->established || tc->closing)
     return;
-  RMX_TP_LOG(tc->tp->env, WARN, "rdma: connection not established within %u ms",
-          tc->tp->env->cfg->connect_timeout_ms);
+  if (tc->passive) /* an incoming peer can leave connections half made at will */
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), WARN,
+                       "rdma: connection from %s not established within %u ms", tc->peer,
+                       tc->tp->env->cfg->connect_timeout_ms);
+  else
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: connection to %s not established within %u ms",
+               tc->peer, tc->tp->env->cfg->connect_timeout_ms);
   vb_fail(tc, RMX_ETIMEDOUT);
 }
 
