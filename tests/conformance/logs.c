@@ -9,9 +9,10 @@
  * - RMX_LOG=trace logs every frame posted and every transport event, and
  *   none of it below trace;
  * - rmx_conn_peer_addr and rmx_conn_local_addr on both ends;
- * - a flood of 300 bad hellos, then of 300 failed authentications, from a
- *   raw client logs one line per second at most, and every refusal is
- *   either logged or counted in the next line's "N more";
+ * - a flood of 300 bad hellos, of 300 connections that are not rmx at all
+ *   (HTTP), then of 300 failed authentications, from a raw client, logs
+ *   one line per second at most, and every refusal is either logged or
+ *   counted in the next line's "N more";
  * - a REJECT with any status reaches on_connected as an RMX_E* code.
  */
 #include <arpa/inet.h>
@@ -191,7 +192,7 @@ static void trace_logs_frames_and_events(void **state)
   unsetenv("RMX_LOG");
   rmx_log_set_handler(NULL, NULL);
   assert_int_equal(at_debug, 0);
-  /* HELLO-less frames: the message and the BYE each way at least */
+  /* the message and the BYE each way at least */
   if (count("tcp peer ", " bytes posted") < 2 || count("tcp peer ", ": RECV, status 0") < 2 ||
       count("tcp peer ", ": SEND, status 0") < 2 || count("tcp peer ", ": ESTABLISHED") < 2)
     dump_and_fail("RMX_LOG=trace logs too few frames and events");
@@ -270,6 +271,20 @@ static int flood_bad_hellos(raw_t *r)
   return 0;
 }
 
+/* Not rmx at all: what a web client sends. */
+static int flood_http(raw_t *r)
+{
+  static const char get[] = "GET / HTTP/1.0\r\n\r\n";
+  for (int i = 0; i < FLOOD + r->mode; i++) {
+    int fd = raw_dial(r->port);
+    RCHECK(r, fd >= 0, "dial %d", i);
+    RCHECK(r, wr_all(fd, get, sizeof(get) - 1) == 0, "write %d", i);
+    drain_eof(fd, 10000);
+    close(fd);
+  }
+  return 0;
+}
+
 /* A hello with the flag and a nonce, then an AUTH whose proof is zeros. */
 static int flood_bad_proofs(raw_t *r)
 {
@@ -322,7 +337,8 @@ static void flood_case(srv_t *s, script_fn fn, const char *what)
     if (strstr(lines[i], what)) {
       logged++;
       held += held_in(lines[i]);
-      if (!strstr(lines[i], "incoming tcp peer 127.0.0.1:"))
+      if (!strstr(lines[i], "incoming tcp peer 127.0.0.1:") &&
+          !strstr(lines[i], "incoming peer 127.0.0.1:"))
         dump_and_fail("a refusal that does not name the peer's address");
     }
   print_message("%s: %d lines in %llu ms of flood; %u logged, %u counted in all\n", what,
@@ -342,6 +358,8 @@ static void refusal_floods_log_one_line_per_second(void **state)
   srv_t s;
   srv_open(&s, SECRET_A, 0);
   flood_case(&s, flood_bad_hellos, "sent a handshake that is not rmx's");
+  pump_for(1100);
+  flood_case(&s, flood_http, "before its hello");
   pump_for(1100);
   flood_case(&s, flood_bad_proofs, "authentication failed, refused: wrong proof");
   assert_int_equal(s.accepted, 0);
