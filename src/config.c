@@ -57,14 +57,14 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_RMA_WINDOW", rma_window, 64, 1, RMX_RMA_WINDOW_MAX,
       "Remote reads, writes and atomics a peer may have outstanding here (TCP)."),
   {"RMX_AUTH_SECRET_FILE", FIELD(auth_secret), RMX__SET_SECRET, 0, 0, 0, NULL,
-   "A file whose first line is the shared secret every peer must prove it holds; unset: no "
-   "peer authentication (docs/security.md)."},
+   "A file of 1 to 63 bytes, all of them (any values) the shared secret every peer must "
+   "prove it holds; unset: no peer authentication (docs/security.md)."},
   NUM("RMX_KEEPALIVE_MS", keepalive_ms, 1000, 0, 3600000,
       "How often an idle connection sends a keepalive and checks the peer's silence, in ms; "
       "0 turns this side's checks off."),
   NUM("RMX_KEEPALIVE_TIMEOUT_MS", keepalive_timeout_ms, 10000, RMX_SILENCE_MIN, 86400000,
       "How long a peer may stay silent, or hold back credits, before it is declared lost, in "
-      "ms; at least RMX_KEEPALIVE_MS."),
+      "ms; at least RMX_KEEPALIVE_MS, and not used when that is 0."),
   NUM("RMX_RC_TIMEOUT_MS", rc_timeout_ms, 500, 1, 3600000,
       "The RDMA acknowledgement timeout in ms, rounded up to the device's 4.096 us * 2^t."),
   NUM("RMX_RC_RETRY", rc_retry, 5, 0, 6,
@@ -349,6 +349,17 @@ int rmx__config_take(rmx_config_t *out, const rmx_config_t *cfg)
   return 0;
 }
 
+/* Whether setting s is the larger side of a rule whose smaller side is 0
+ * (the feature is off): then s is not used, and any value passes. */
+static int unused(const rmx_config_t *c, const rmx__setting_t *s)
+{
+  for (size_t i = 0; i < sizeof(at_least) / sizeof(at_least[0]); i++)
+    if (strcmp(s->env, at_least[i].big) == 0 &&
+        rmx__setting_get(c, rmx__setting_find(at_least[i].small)) == 0)
+      return 1;
+  return 0;
+}
+
 int rmx__config_check(const rmx_config_t *c)
 {
   /* A log level out of range is itself reported. */
@@ -365,7 +376,7 @@ int rmx__config_check(const rmx_config_t *c)
       continue;
     }
     uint64_t x = rmx__setting_get(c, s);
-    if (x < s->min || x > s->max) {
+    if ((x < s->min || x > s->max) && !unused(c, s)) {
       RMX_LOG_AT(level, ERROR,
                  "rmx_config_t.%s (%s) = %" PRIu64 " is out of range: %" PRIu64 " .. %" PRIu64,
                  s->field, s->env, x, s->min, s->max);

@@ -17,6 +17,10 @@
 
 /* Log at the context's level. */
 #define RMX_LOG(ctx, lvl, ...) RMX_LOG_AT((ctx)->cfg.log_level, lvl, __VA_ARGS__)
+/* Log a refusal a peer can repeat at will: one line per second at most
+ * per limiter rl, with the count of those held back (base/log.h). */
+#define RMX_LOG_LIMITED(ctx, rl, lvl, ...) \
+  RMX_LOG_LIMITED_AT(rmx__log, (ctx)->cfg.log_level, rl, uv_now((ctx)->loop), lvl, __VA_ARGS__)
 #define RMX_CALL_BUCKETS 64
 
 /* Limits on both sides of the handshake: this side's configuration and a
@@ -330,6 +334,10 @@ struct rmx_conn {
   char host[256];
   char port[8];
   char peer[272];       /* the peer's address, for logs: "host:port" */
+  /* Both ends' addresses, taken when the connection became established
+   * (rmx_conn_peer_addr, rmx_conn_local_addr); has_addr: 1 once taken. */
+  struct sockaddr_storage peer_ss, local_ss;
+  uint8_t has_peer_ss, has_local_ss;
 
   rmx__credit_t cr;     /* flow control */
   uint32_t eager_max;   /* largest payload in one DATA frame */
@@ -411,6 +419,7 @@ struct rmx_ctx {
   uint8_t auth_key[32];    /* derived from the secret; wiped at destroy */
   rmx_list_t authing;      /* connections in RMX_CS_AUTH, oldest first */
   uv_timer_t auth_timer;
+  rmx__ratelimit_t rl_refused; /* refused hellos and failed authentications */
   uv_timer_t alive_timer;  /* keepalive sweep (src/msg/alive.c) */
   uint32_t alive_period;
   uint64_t alive_due;      /* when the sweep should run next */

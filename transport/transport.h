@@ -154,6 +154,11 @@ typedef struct rmx_tp_env {
       (env)->log(RMX_LOG_##lvl, __VA_ARGS__);        \
   } while (0)
 
+/* A refusal a peer can repeat at will, through the limiter rl (one line per
+ * second at most, with the count held back; base/log.h). */
+#define RMX_TP_LOG_LIMITED(env, rl, now_ms, lvl, ...) \
+  RMX_LOG_LIMITED_AT((env)->log, (env)->log_level, rl, now_ms, lvl, __VA_ARGS__)
+
 /* The ops table a transport module exports (dlsym finds it by name). */
 #define RMX_TP_EXPORT __attribute__((visibility("default")))
 
@@ -199,6 +204,10 @@ typedef struct rmx_tp_ops {
   /* The peer's address of a connection that is open (for logs: the core
    * names connections by it). 0, or an error when the transport has none. */
   int (*peer_addr)(rmx_tp_conn_t *tc, struct sockaddr_storage *ss);
+  /* Optional (NULL: none): this side's address of a connection that is
+   * open (rmx_conn_local_addr). 0, or an error when the transport has none
+   * yet (verbs: before the route is resolved). */
+  int (*local_addr)(rmx_tp_conn_t *tc, struct sockaddr_storage *ss);
   /* Optional (NULL: none): a short name the transport knows an open
    * connection by, for the core's logs after the peer's address (verbs:
    * "QP 0x15"). 0, or an error when there is none yet. */

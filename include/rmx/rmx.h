@@ -273,67 +273,7 @@ RMX_API int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg);
 RMX_API struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx);
 /**@}*/
 
-/* ------------------------------------------------------------------ */
-/** @name RDMA devices                                                  */
-/* ------------------------------------------------------------------ */
-/**@{*/
-
-/** One port of an RDMA device. */
-typedef struct rmx_port_info {
-  uint8_t num;         /**< port number, from 1 */
-  uint8_t active;      /**< 1 when the port is active: connections can use it */
-  char state[16];      /**< "active", "down", "init", "armed", "active_defer" (else "other") */
-  char link_layer[16]; /**< "ethernet" (RoCE) or "infiniband" */
-  uint32_t mtu;        /**< the active MTU in bytes (0 when unknown) */
-} rmx_port_info_t;
-
-/** Ports described per device at most. */
-#define RMX_DEV_MAX_PORTS 4
-
-/** One RDMA device of the host, as rmx_device_list() finds it. */
-typedef struct rmx_device_info {
-  char name[64];        /**< e.g. "mlx5_0", "rxe0"; @c RMX_DEVICE takes it */
-  uint64_t guid;        /**< node GUID in host byte order; @c RMX_DEVICE takes it as 16 hex
-                             digits (printf "%016" PRIx64) */
-  int index;            /**< its position in the list */
-  int nports;           /**< entries of @c ports filled: the first RMX_DEV_MAX_PORTS ports that
-                             could be queried */
-  rmx_port_info_t ports[RMX_DEV_MAX_PORTS]; /**< its ports, from port 1 */
-  uint32_t max_inline;  /**< bytes a queue pair of rmx sends inline on it (small frames from
-                             unregistered memory); 0 if unknown */
-  uint64_t max_mr_size; /**< largest memory registration in bytes; 0 when the device could not
-                             be opened (only name, guid and index are filled in then) */
-  int atomics;          /**< 1 when the device has 8-byte atomics (rmx_atomic_fadd(),
-                             rmx_atomic_cswap()) */
-} rmx_device_info_t;
-
-/**
- * @brief Whether a URI scheme ("tcp", "rdma") can be used in this process.
- * @param scheme  the scheme, without "://"
- * @param[out] why  when it cannot: a sentence saying why (rdma-core not
- *        installed, rmx built without it), valid for the process's life;
- *        may be NULL
- * @return 0, @ref RMX_ENOTSUP (known scheme, not available here), or
- *         @ref RMX_EINVAL (no transport has that scheme)
- */
-RMX_API int rmx_transport_available(const char *scheme, const char **why);
-
-/**
- * @brief List the host's RDMA devices with their ports. Needs no context;
- * may block briefly while it opens each device.
- * @param[out] out  a malloc'ed array of @p *n devices (NULL when there is
- *                  none): free it with rmx_device_list_free()
- * @param[out] n    how many
- * @return 0 (@p *n = 0 when the host has no RDMA device, or its kernel no
- *         RDMA support), @ref RMX_ENOTSUP (no transport in this build lists
- *         devices: rmx was built without rdma-core), @ref RMX_ENOMEM,
- *         @ref RMX_EINVAL (@p out or @p n is NULL)
- */
-RMX_API int rmx_device_list(rmx_device_info_t **out, int *n);
-/** @brief Free what rmx_device_list() returned.
- *  @param list  that array (invalid afterwards), or NULL: nothing is done */
-RMX_API void rmx_device_list_free(rmx_device_info_t *list);
-/**@}*/
+#include <rmx/rmx_devices.h> /* RDMA devices, transports available here */
 
 /* ------------------------------------------------------------------ */
 /** @name Connections                                                   */
@@ -476,6 +416,42 @@ RMX_API int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg);
  *  @return "tcp" or "rdma" (for auto://, the one chosen): a static string,
  *          still valid after the connection is gone. */
 RMX_API const char *rmx_conn_transport(const rmx_conn_t *c);
+
+struct sockaddr_storage; /* <sys/socket.h> */
+
+/**
+ * @brief The peer's address of a connection: IP address and port, as the
+ * transport sees them (TCP: the socket's peer; RDMA: rdma_cm's destination).
+ *
+ * Valid from the moment the connection is handed over (@c on_connected
+ * with 0, or @c on_accept) until the handle is freed (after @c on_closed):
+ * still readable in @c on_disconnect and after the loss, so it can name
+ * the peer in a log. A reconnect (rmx_connect_opts()) updates it when it
+ * succeeds.
+ * @param c    the connection
+ * @param[out] out  filled with a @c sockaddr_in or @c sockaddr_in6 (look
+ *        at @c ss_family); untouched on error. The caller's memory.
+ * @return 0; @ref RMX_ENOTCONN when the connection never became
+ *         established (still connecting, or the connect failed);
+ *         @ref RMX_EINVAL when @p c or @p out is NULL.
+ */
+RMX_API int rmx_conn_peer_addr(const rmx_conn_t *c, struct sockaddr_storage *out);
+
+/**
+ * @brief This side's address of a connection: the local IP address and
+ * port it uses (TCP: the socket's name; an accepted connection shows the
+ * listener's port; RDMA: rdma_cm's source address).
+ *
+ * Valid over the same span as rmx_conn_peer_addr().
+ * @param c    the connection
+ * @param[out] out  filled with a @c sockaddr_in or @c sockaddr_in6;
+ *        untouched on error. The caller's memory.
+ * @return 0; @ref RMX_ENOTCONN when the connection never became
+ *         established; @ref RMX_ENOTSUP when its transport cannot tell;
+ *         @ref RMX_EINVAL when @p c or @p out is NULL.
+ */
+RMX_API int rmx_conn_local_addr(const rmx_conn_t *c, struct sockaddr_storage *out);
+
 /** Per-connection counters. */
 typedef struct rmx_conn_stats {
   uint64_t msgs_sent;      /**< messages whose send completed successfully */

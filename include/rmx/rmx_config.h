@@ -26,7 +26,10 @@ typedef enum {
 
 /**
  * Where rmx's log lines go (see rmx_log_set_handler()): @p line is one
- * line without its newline, valid during the call only. It runs on the
+ * line without its newline, valid during the call only: the message
+ * alone, without the time, process and thread ids that stderr's lines
+ * start with (the handler can take them: it runs on the logging thread).
+ * A line about a connection names the peer's address. It runs on the
  * thread that logs (a context's loop thread, or the thread calling an
  * rmx function), possibly on several threads at once, and must not call
  * into rmx.
@@ -35,7 +38,8 @@ typedef void (*rmx_log_fn)(rmx_log_level_t level, const char *line, void *arg);
 
 /**
  * @brief Send rmx's log lines to @p fn instead of stderr, for the whole
- * process (NULL: back to stderr, "rmx LEVEL: line"). Each context still
+ * process (NULL: back to stderr, as "2026-11-26T01:54:08.123Z rmx[PID/TID]
+ * LEVEL: line", the time in UTC). Each context still
  * filters by its own @c log_level. Set it before creating contexts; a
  * line being logged while it changes goes to either place.
  * @param fn  the handler, or NULL for stderr; it must stay callable until
@@ -90,8 +94,9 @@ typedef struct rmx_config {
   /**
    * Shared secret for peer authentication, a NUL-terminated string of 1 to
    * 127 bytes; empty (the default): no authentication. rmx_config_init()
-   * fills it from the file named by @c RMX_AUTH_SECRET_FILE: its first line
-   * (the bytes before the first newline). With a secret, every connection of
+   * fills it from the file named by @c RMX_AUTH_SECRET_FILE: the whole file
+   * is the secret, 1 to 63 raw bytes of any value, written here as lowercase
+   * hex (docs/security.md). With a secret, every connection of
    * the context, both ways, proves in its handshake that the peer holds the
    * same secret (docs/protocol.md); the secret itself never goes on the
    * wire. A peer that fails, or that does not authenticate, is refused with
@@ -185,9 +190,8 @@ typedef struct rmx_config {
  * @return 0, or @ref RMX_EINVAL when @p cfg is NULL, an environment value
  *         does not parse, is out of range or breaks a rule between
  *         settings (the other fields still hold their values), or the
- *         file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty,
- *         or its first line is longer than 127 bytes or holds a NUL byte
- *         (the message names the variable).
+ *         file named by @c RMX_AUTH_SECRET_FILE cannot be read, is empty
+ *         or is longer than 63 bytes (the message names the variable).
  */
 RMX_API int rmx_config_init(rmx_config_t *cfg);
 

@@ -82,4 +82,17 @@ int rmx__uv_err(int s)
   }
 }
 
-int32_t rmx_wire_status(int32_t v) { return v <= 0 && v > -5000 ? v : RMX_EIO; }
+/* 1 for a code rmx names (the list above), 0 for anything else. */
+static int err_known(int32_t v)
+{
+  switch ((rmx_err_t)v) {
+#define KNOWN_(name, msg) case RMX_##name: return 1;
+    CODES(KNOWN_)
+#undef KNOWN_
+  }
+  return 0;
+}
+
+int32_t rmx_wire_status(int32_t v) { return v == 0 || err_known(v) ? v : RMX_EIO; }
+
+int32_t rmx_reject_status(int32_t v) { return err_known(v) ? v : RMX_ECONNREFUSED; }

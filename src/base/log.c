@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -25,8 +29,22 @@ void rmx_log_set_handler(rmx_log_fn fn, void *arg)
   atomic_store(&sink, fn ? next : NULL);
 }
 
+/* "2026-11-26T01:54:08.123Z rmx[PID/TID] LEVEL: " into buf. */
+static void line_prefix(rmx_log_level_t lvl, char *buf, size_t len)
+{
+  struct timespec ts;
+  struct tm tm;
+  char when[32] = "?";
+  clock_gettime(CLOCK_REALTIME, &ts);
+  if (gmtime_r(&ts.tv_sec, &tm))
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf, len, "%s.%03ldZ rmx[%ld/%ld] %s: ", when, ts.tv_nsec / 1000000L, (long)getpid(),
+           (long)syscall(SYS_gettid), level_name[lvl]);
+}
+
 /* Diagnostics go to the handler, else to stderr, one line each, never to
- * stdout. */
+ * stdout. The handler gets the message alone: it runs on the thread that
+ * logs, so the time, process and thread are its own to take. */
 void rmx__log(rmx_log_level_t lvl, const char *fmt, ...)
 {
   char line[512];
@@ -35,10 +53,13 @@ void rmx__log(rmx_log_level_t lvl, const char *fmt, ...)
   vsnprintf(line, sizeof(line), fmt, ap);
   va_end(ap);
   log_sink_t *s = atomic_load(&sink);
-  if (s)
+  if (s) {
     s->fn(lvl, line, s->arg);
-  else
-    fprintf(stderr, "rmx %s: %s\n", level_name[lvl], line);
+  } else {
+    char pre[96];
+    line_prefix(lvl, pre, sizeof(pre));
+    fprintf(stderr, "%s%s\n", pre, line); /* one call: lines of threads do not mix */
+  }
 }
 
 const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len)
@@ -58,14 +79,27 @@ const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len)
   return buf;
 }
 
-int rmx__ratelimit(rmx__ratelimit_t *rl, uint64_t now, uint32_t *held)
+void rmx__fmt(char *buf, size_t len, const char *fmt, ...)
 {
-  if (now < rl->next_ms) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, len, fmt, ap);
+  va_end(ap);
+}
+
+int rmx__ratelimit(rmx__ratelimit_t *rl, uint64_t now, char *sfx, size_t len)
+{
+  if (rl->logged && now < rl->last_ms + 1000) {
     rl->held++;
     return 0;
   }
-  *held = rl->held;
+  if (rl->held)
+    snprintf(sfx, len, " (and %" PRIu32 " more like it not logged in the last %" PRIu64 ".%" PRIu64
+             " s)", rl->held, (now - rl->last_ms) / 1000, (now - rl->last_ms) % 1000 / 100);
+  else if (len)
+    sfx[0] = '\0';
   rl->held = 0;
-  rl->next_ms = now + 1000;
+  rl->last_ms = now;
+  rl->logged = 1;
   return 1;
 }

@@ -56,10 +56,17 @@ static void wipe(void *p, size_t n)
 
 /* ---- configuration ---- */
 
+/* The file is the secret, raw bytes (any value, NUL and newline
+ * included), 1 to RMX_AUTH_FILE_MAX of them; the field gets their
+ * lowercase hex, which both sides derive the key from alike. */
+#define RMX_AUTH_FILE_MAX 63
+_Static_assert(2 * RMX_AUTH_FILE_MAX < sizeof(((rmx_config_t *)0)->auth_secret),
+               "the hex of the longest file fits the field with its NUL");
+
 int rmx__auth_config(rmx_config_t *cfg)
 {
   const char *path = getenv("RMX_AUTH_SECRET_FILE");
-  char buf[sizeof(cfg->auth_secret)];
+  uint8_t buf[RMX_AUTH_FILE_MAX + 1];
   struct stat st;
   const char *why = NULL;
 
@@ -67,35 +74,39 @@ int rmx__auth_config(rmx_config_t *cfg)
     return 0;
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fprintf(stderr, "rmx error: RMX_AUTH_SECRET_FILE=%s cannot be read: %s\n", path,
-            strerror(errno));
+    RMX_LOG_AT(cfg->log_level, ERROR, "RMX_AUTH_SECRET_FILE=%s cannot be read: %s", path,
+               strerror(errno));
     return RMX_EINVAL;
   }
   size_t n = fread(buf, 1, sizeof(buf), f);
   int failed = ferror(f);
-  if (!failed && fstat(fileno(f), &st) == 0 && (st.st_mode & 077) &&
-      cfg->log_level >= RMX_LOG_WARN)
-    fprintf(stderr, "rmx warn: RMX_AUTH_SECRET_FILE=%s is readable by other users (mode %03o)\n",
-            path, (unsigned)(st.st_mode & 0777));
+  if (!failed && fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+    RMX_LOG_AT(cfg->log_level, WARN, "RMX_AUTH_SECRET_FILE=%s is readable by other users "
+               "(mode %03o)", path, (unsigned)(st.st_mode & 0777));
   fclose(f);
-  /* The secret is the first line: bytes up to the first newline. */
-  const char *nl = memchr(buf, '\n', n);
-  size_t len = nl ? (size_t)(nl - buf) : n;
   if (failed)
     why = "cannot be read";
-  else if (len == 0)
-    why = "is empty (the secret is its first line)";
-  else if (len >= sizeof(cfg->auth_secret))
-    why = "has a first line longer than 127 bytes";
-  else if (memchr(buf, '\0', len))
-    why = "has a NUL byte in its first line";
+  else if (n == 0)
+    why = "is empty (the whole file is the secret: 32 random bytes, for example from "
+          "head -c 32 /dev/urandom)";
+  else if (n > RMX_AUTH_FILE_MAX)
+    why = "is longer than 63 bytes (the whole file is the secret, raw bytes: 32 random "
+          "bytes are enough)";
   if (why) {
     wipe(buf, sizeof(buf));
-    fprintf(stderr, "rmx error: RMX_AUTH_SECRET_FILE=%s %s\n", path, why);
+    RMX_LOG_AT(cfg->log_level, ERROR, "RMX_AUTH_SECRET_FILE=%s %s", path, why);
     return RMX_EINVAL;
   }
-  memcpy(cfg->auth_secret, buf, len);
-  cfg->auth_secret[len] = '\0';
+  if (n < 16)
+    RMX_LOG_AT(cfg->log_level, WARN, "RMX_AUTH_SECRET_FILE=%s holds only %zu bytes: a recorded "
+               "handshake lets an eavesdropper guess a short secret offline; use 32 random "
+               "bytes", path, n);
+  static const char hex[] = "0123456789abcdef";
+  for (size_t k = 0; k < n; k++) {
+    cfg->auth_secret[2 * k] = hex[buf[k] >> 4];
+    cfg->auth_secret[2 * k + 1] = hex[buf[k] & 15];
+  }
+  cfg->auth_secret[2 * n] = '\0';
   wipe(buf, sizeof(buf));
   return 0;
 }
@@ -163,24 +174,28 @@ void rmx__auth_ctx_fini(rmx_ctx_t *ctx)
 
 static const char *peer_name(rmx_conn_t *c, char *buf, size_t len)
 {
-  char uri[160];
-  if (!c->passive) {
-    snprintf(buf, len, "server %s port %s (%s, connection %p)", c->host, c->port, c->ops->name,
-             (void *)c);
-  } else if (c->listener && !c->listener->closed &&
-             rmx_listener_uri(c->listener, uri, sizeof(uri)) == 0) {
-    snprintf(buf, len, "incoming peer on %s (connection %p)", uri, (void *)c);
-  } else {
-    snprintf(buf, len, "incoming %s peer (connection %p)", c->ops->name, (void *)c);
-  }
+  if (!c->passive)
+    snprintf(buf, len, "%s server %s", c->ops->name, c->peer);
+  else
+    snprintf(buf, len, "incoming %s peer %s", c->ops->name, c->peer);
   return buf;
 }
+
+/* An incoming peer can fail as often as it likes: its refusals share the
+ * context's limiter (one line per second); ours, as a client, are not. */
+#define AUTH_LOG(c, lvl, ...)                                      \
+  do {                                                             \
+    if ((c)->passive)                                              \
+      RMX_LOG_LIMITED((c)->ctx, &(c)->ctx->rl_refused, lvl, __VA_ARGS__); \
+    else                                                           \
+      RMX_LOG((c)->ctx, lvl, __VA_ARGS__);                         \
+  } while (0)
 
 void rmx__auth_refuse(rmx_conn_t *c, const char *why)
 {
   char who[400];
-  RMX_LOG(c->ctx, ERROR, "%s: authentication failed, refused: %s", peer_name(c, who, sizeof(who)),
-          why);
+  AUTH_LOG(c, ERROR, "%s: authentication failed, refused: %s", peer_name(c, who, sizeof(who)),
+           why);
   rmx__conn_down(c, RMX_EACCES);
 }
 
@@ -251,19 +266,20 @@ int rmx__auth_accept(rmx_conn_t *c, rmx_listener_t *l, const uint8_t *peer, size
 {
   rmx_ctx_t *ctx = c->ctx;
   int peer_auth = (h->flags & RMX_HELLO_F_AUTH) != 0;
-  char uri[160] = "?";
+  char uri[160] = "?", who[400];
 
   if (!peer_auth && !ctx->auth_on)
     return 0;
   rmx_listener_uri(l, uri, sizeof(uri));
+  peer_name(c, who, sizeof(who));
   if (peer_auth && plen < HELLO_LEN) {
-    RMX_LOG(ctx, ERROR, "incoming peer on %s set the authentication flag in a %zu-byte "
-            "handshake (%u expected with its nonce): refused", uri, plen, HELLO_LEN);
+    AUTH_LOG(c, ERROR, "%s on %s set the authentication flag in a %zu-byte handshake (%u "
+             "expected with its nonce): refused", who, uri, plen, HELLO_LEN);
     return RMX_EPROTO;
   }
   if (peer_auth != ctx->auth_on) {
-    RMX_LOG(ctx, ERROR, "incoming peer on %s: authentication failed, refused: %s", uri,
-            peer_auth ? "it asks to authenticate and this side has no secret (RMX_AUTH_SECRET_FILE)"
+    AUTH_LOG(c, ERROR, "%s on %s: authentication failed, refused: %s", who, uri,
+             peer_auth ? "it asks to authenticate and this side has no secret (RMX_AUTH_SECRET_FILE)"
                       : "it does not authenticate and this side requires it");
     return RMX_EACCES;
   }
@@ -328,9 +344,9 @@ static void auth_timer_cb(uv_timer_t *t)
     rmx__auth_end(c);
     if (c->state != RMX_CS_AUTH)
       continue; /* already going down */
-    RMX_LOG(ctx, ERROR, "%s: authentication not finished within %u ms "
-            "(RMX_CONNECT_TIMEOUT_MS): closing", peer_name(c, who, sizeof(who)),
-            ctx->cfg.connect_timeout_ms);
+    AUTH_LOG(c, ERROR, "%s: authentication not finished within %u ms "
+             "(RMX_CONNECT_TIMEOUT_MS): closing", peer_name(c, who, sizeof(who)),
+             ctx->cfg.connect_timeout_ms);
     rmx__conn_down(c, RMX_ETIMEDOUT);
   }
 }
@@ -347,8 +363,8 @@ void rmx__auth_end(rmx_conn_t *c)
    * sends its own proof). */
   if (c->state == RMX_CS_DOWN && c->err != RMX_EACCES && c->err != RMX_ECANCELED &&
       c->err != RMX_ETIMEDOUT)
-    RMX_LOG(c->ctx, WARN, "%s: the connection ended during authentication (%s): does the peer "
-            "hold the same secret?", peer_name(c, who, sizeof(who)), rmx_strerror(c->err));
+    AUTH_LOG(c, WARN, "%s: the connection ended during authentication (%s): does the peer "
+             "hold the same secret?", peer_name(c, who, sizeof(who)), rmx_strerror(c->err));
 }
 
 void rmx__auth_begin(rmx_conn_t *c)

@@ -26,32 +26,42 @@ void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
   rmx_wire_hello_encode(&h, out);
 }
 
-/* Decode and sanity-check a peer's hello; logs why it is refused. */
-static int hello_check(rmx_ctx_t *ctx, const char *who, const void *data, size_t len,
-                       rmx_wire_hello_t *h)
+/* Decode and sanity-check a peer's hello; logs why it is refused: through
+ * the context's refusal limiter for an incoming peer (rl), which may send
+ * any number of them. */
+#define HELLO_LOG(ctx, rl, ...)                \
+  do {                                         \
+    if (rl)                                    \
+      RMX_LOG_LIMITED(ctx, rl, ERROR, __VA_ARGS__); \
+    else                                       \
+      RMX_LOG(ctx, ERROR, __VA_ARGS__);        \
+  } while (0)
+
+static int hello_check(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, const char *who, const void *data,
+                       size_t len, rmx_wire_hello_t *h)
 {
   int rc = rmx_wire_hello_decode(data, len, h);
   if (rc == RMX_EVERSION) {
-    RMX_LOG(ctx, ERROR, "%s speaks rmx protocol version %u, this side speaks %u: refused", who,
-            h->version, RMX_WIRE_VERSION);
+    HELLO_LOG(ctx, rl, "%s speaks rmx protocol version %u, this side speaks %u: refused", who,
+              h->version, RMX_WIRE_VERSION);
     return rc;
   }
   if (rc) {
-    RMX_LOG(ctx, ERROR, "%s sent a handshake that is not rmx's (%zu bytes): refused", who, len);
+    HELLO_LOG(ctx, rl, "%s sent a handshake that is not rmx's (%zu bytes): refused", who, len);
     return rc;
   }
   if (h->eager_size < RMX_EAGER_MIN || h->eager_size > RMX_EAGER_MAX ||
       h->rx_depth < RMX_DEPTH_MIN || h->rx_depth > RMX_DEPTH_MAX || h->max_msg == 0 ||
       h->rma_window == 0 || h->rma_window > RMX_RMA_WINDOW_MAX ||
       (h->silence_ms && h->silence_ms < RMX_SILENCE_MIN)) {
-    RMX_LOG(ctx, ERROR, "%s announced impossible limits (eager %u B, depth %u, largest message "
-            "%llu B, remote window %u, silence limit %u ms): refused", who, h->eager_size,
-            h->rx_depth, (unsigned long long)h->max_msg, h->rma_window, h->silence_ms);
+    HELLO_LOG(ctx, rl, "%s announced impossible limits (eager %u B, depth %u, largest message "
+              "%llu B, remote window %u, silence limit %u ms): refused", who, h->eager_size,
+              h->rx_depth, (unsigned long long)h->max_msg, h->rma_window, h->silence_ms);
     return RMX_EPROTO;
   }
   if (h->flags & ~RMX_HELLO_F_AUTH) {
-    RMX_LOG(ctx, ERROR, "%s set handshake flags 0x%x that this version does not know: refused",
-            who, h->flags);
+    HELLO_LOG(ctx, rl, "%s set handshake flags 0x%x that this version does not know: refused",
+              who, h->flags);
     return RMX_EPROTO;
   }
   return 0;
@@ -176,16 +186,21 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
     ops->reject(tc, RMX_ECONNREFUSED);
     return;
   }
+  /* Logs name an incoming peer by its address. */
+  struct sockaddr_storage ss;
+  char addr[96] = "(unknown)", who[128];
+  if (ops->peer_addr(tc, &ss) == 0)
+    rmx__sa_str((struct sockaddr *)&ss, addr, sizeof(addr));
   if (l->nconns >= ctx->cfg.max_conns || l->naccepting >= ctx->cfg.max_handshakes) {
-    uint32_t held;
-    if (ctx->cfg.log_level >= RMX_LOG_WARN && rmx__ratelimit(&l->rl_full, uv_now(ctx->loop), &held))
-      rmx__log(RMX_LOG_WARN, "listener full (%u connections, %u in their handshake; "
-               "RMX_MAX_CONNS %u, RMX_MAX_HANDSHAKES %u): refusing a peer (%u more not logged)",
-               l->nconns, l->naccepting, ctx->cfg.max_conns, ctx->cfg.max_handshakes, held);
+    RMX_LOG_LIMITED(ctx, &l->rl_full, WARN, "listener full (%u connections, %u in their "
+                    "handshake; RMX_MAX_CONNS %u, RMX_MAX_HANDSHAKES %u): refusing %s peer %s",
+                    l->nconns, l->naccepting, ctx->cfg.max_conns, ctx->cfg.max_handshakes,
+                    ops->name, addr);
     ops->reject(tc, RMX_ECONNREFUSED);
     return;
   }
-  if ((rc = hello_check(ctx, "incoming peer", hello, len, &h)) != 0) {
+  snprintf(who, sizeof(who), "incoming %s peer %s", ops->name, addr);
+  if ((rc = hello_check(ctx, &ctx->rl_refused, who, hello, len, &h)) != 0) {
     ops->reject(tc, rc);
     return;
   }
@@ -194,11 +209,7 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
     ops->reject(tc, RMX_ENOMEM);
     return;
   }
-  struct sockaddr_storage ss;
-  if (ops->peer_addr(tc, &ss) == 0)
-    rmx__sa_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
-  else
-    snprintf(c->peer, sizeof(c->peer), "(unknown)");
+  snprintf(c->peer, sizeof(c->peer), "%s", addr);
   /* Owned by the core until on_accept hands it over. */
   c->passive = 1;
   c->user_closed = 1;
@@ -303,8 +314,6 @@ int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, vo
 
 /* ---- the handshake's end ---- */
 
-/* The handshake, authentication included, is over: the application gets
- * the connection (on_connected or on_accept). */
 /* Logs name a connection by the peer's address and, where the transport
  * has one, its own name for it: "192.0.2.1:7471 QP 0x15". */
 static void conn_label(rmx_conn_t *c)
@@ -317,10 +326,56 @@ static void conn_label(rmx_conn_t *c)
   snprintf(c->peer + n, sizeof(c->peer) - n, " %s", label);
 }
 
+/* Both ends' addresses, kept for rmx_conn_peer_addr / rmx_conn_local_addr
+ * (still valid after the transport lets go), and the info line that says
+ * the connection is up. */
+static void conn_addrs(rmx_conn_t *c)
+{
+  char pa[96] = "?", la[96] = "?";
+  c->has_peer_ss = c->ops->peer_addr(c->tc, &c->peer_ss) == 0;
+  c->has_local_ss = c->ops->local_addr && c->ops->local_addr(c->tc, &c->local_ss) == 0;
+  if (c->ctx->cfg.log_level < RMX_LOG_INFO)
+    return;
+  if (c->has_peer_ss)
+    rmx__sa_str((struct sockaddr *)&c->peer_ss, pa, sizeof(pa));
+  if (c->has_local_ss)
+    rmx__sa_str((struct sockaddr *)&c->local_ss, la, sizeof(la));
+  if (c->passive)
+    rmx__log(RMX_LOG_INFO, "%s peer %s: accepted on %s", c->ops->name, c->peer, la);
+  else
+    rmx__log(RMX_LOG_INFO, "%s peer %s: connected (%s from %s)%s", c->ops->name, c->peer, pa,
+             la, c->recon.attempt ? " again" : "");
+}
+
+int rmx_conn_peer_addr(const rmx_conn_t *c, struct sockaddr_storage *out)
+{
+  if (!c || !out)
+    return RMX_EINVAL;
+  if (!c->has_peer_ss)
+    return RMX_ENOTCONN;
+  *out = c->peer_ss;
+  return 0;
+}
+
+int rmx_conn_local_addr(const rmx_conn_t *c, struct sockaddr_storage *out)
+{
+  if (!c || !out)
+    return RMX_EINVAL;
+  if (!c->has_peer_ss)
+    return RMX_ENOTCONN;
+  if (!c->has_local_ss)
+    return RMX_ENOTSUP;
+  *out = c->local_ss;
+  return 0;
+}
+
+/* The handshake, authentication included, is over: the application gets
+ * the connection (on_connected or on_accept). */
 void rmx__conn_ready(rmx_conn_t *c)
 {
   c->ops->ready(c->tc); /* the peer's remote requests are served from here */
   conn_label(c);
+  conn_addrs(c);
   rmx__alive_start(c);  /* keepalive and silence clocks */
   if (!c->passive) {
     unsigned attempt = c->recon.attempt; /* 0: the first connect */
@@ -330,8 +385,8 @@ void rmx__conn_ready(rmx_conn_t *c)
       c->reported = 1;
       c->on_connected(c, 0, c->connect_arg);
     } else {
-      RMX_LOG(c->ctx, INFO, "%s peer %s (connection %p): reconnected at attempt %u",
-              c->ops->name, c->peer, (void *)c, attempt);
+      RMX_LOG(c->ctx, INFO, "%s peer %s: reconnected at attempt %u",
+              c->ops->name, c->peer, attempt);
       if (c->recon.cb)
         c->recon.cb(c, attempt, 0, c->connect_arg);
     }
@@ -361,7 +416,9 @@ void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev)
   int rc;
 
   if (c->state == RMX_CS_CONNECTING) {
-    if ((rc = hello_check(c->ctx, "server", ev->data, ev->len, &h)) != 0 ||
+    char who[320];
+    snprintf(who, sizeof(who), "%s server %s", c->ops->name, c->peer);
+    if ((rc = hello_check(c->ctx, NULL, who, ev->data, ev->len, &h)) != 0 ||
         (rc = rmx__auth_check_server(c, &h, ev->data, ev->len)) < 0) {
       rmx__conn_down(c, rc);
       return;

@@ -7,10 +7,18 @@
  */
 #include "rmx_int.h"
 
+static const char *const ev_name[] = {"ESTABLISHED", "DISCONNECTED", "CLOSED",
+                                      "SEND",        "RECV",         "READ",
+                                      "WRITE",       "ATOMIC",       "IMM"};
+_Static_assert(sizeof(ev_name) / sizeof(ev_name[0]) == RMX_TP_EV_IMM + 1, "a name per event");
+
 void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
 {
   rmx_conn_t *c = owner;
   rmx_ctx_t *ctx = c->ctx; /* c may be gone after dispatch; ctx is not */
+  /* RMX_LOG=trace: every completion and frame; one comparison when off. */
+  RMX_LOG(ctx, TRACE, "%s peer %s: %s, status %d, %zu bytes", c->ops->name, c->peer,
+          ev_name[ev->type], ev->status, ev->len);
   ctx->in_cb++;
   rmx__conn_spin(c);
   switch (ev->type) {

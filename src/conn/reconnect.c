@@ -79,8 +79,8 @@ static void schedule(rmx_conn_t *c)
          rmx_container_of(n, rmx_conn_t, recon.link)->recon.due <= c->recon.due)
     n = n->next;
   rmx_list_push(n, &c->recon.link); /* before n */
-  RMX_LOG(ctx, INFO, "%s peer %s (connection %p): reconnect attempt %u in %llu ms", c->ops->name,
-          c->peer, (void *)c, c->recon.attempt, (unsigned long long)d);
+  RMX_LOG(ctx, INFO, "%s peer %s: reconnect attempt %u in %llu ms", c->ops->name,
+          c->peer, c->recon.attempt, (unsigned long long)d);
   arm(ctx);
 }
 
@@ -147,8 +147,8 @@ static void recon_timer_cb(uv_timer_t *t)
     rmx_list_del(n);
     rmx_list_init(n);
     attempt_reset(c);
-    RMX_LOG(ctx, INFO, "%s peer %s (connection %p): reconnect attempt %u", c->ops->name, c->peer,
-            (void *)c, c->recon.attempt);
+    RMX_LOG(ctx, INFO, "%s peer %s: reconnect attempt %u", c->ops->name, c->peer,
+            c->recon.attempt);
     int rc = rmx__conn_resolve(c);
     if (rc)
       rmx__conn_down(c, rc); /* a failed attempt: back through conn_finish */

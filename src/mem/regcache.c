@@ -278,10 +278,12 @@ static void note_mapped(const void *addr, size_t len)
 
 static void arm_once(void)
 {
+#if RMX_MEMHOOKS /* else no cache is ever enabled, and librmx leaves malloc alone */
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
   note_premapped();
   rmx__memhooks_on_map(note_mapped);
+#endif
 }
 
 /* [s, e) overlaps a mapping that predates the cache (or none is known). */

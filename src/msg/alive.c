@@ -75,8 +75,8 @@ static int watch(rmx_conn_t *c, uint64_t now, uint32_t limit)
                             reports a lost peer (verbs: RC retries; TCP: the
                             socket's keepalive and user timeout) */
   if (now - c->ka.last_rx >= limit) {
-    RMX_LOG(c->ctx, WARN, "%s peer %s (connection %p): nothing from it for %llu ms "
-            "(RMX_KEEPALIVE_TIMEOUT_MS %u): peer lost", c->ops->name, c->peer, (void *)c,
+    RMX_LOG(c->ctx, WARN, "%s peer %s: nothing from it for %llu ms "
+            "(RMX_KEEPALIVE_TIMEOUT_MS %u): peer lost", c->ops->name, c->peer,
             (unsigned long long)(now - c->ka.last_rx), limit);
     rmx__conn_down(c, RMX_ETIMEDOUT);
     return 1;
@@ -89,9 +89,9 @@ static int watch(rmx_conn_t *c, uint64_t now, uint32_t limit)
     c->ka.blocked_at = now;
   uint64_t since = c->ka.blocked_at > c->ka.credit_at ? c->ka.blocked_at : c->ka.credit_at;
   if (now - since >= limit) {
-    RMX_LOG(c->ctx, WARN, "%s peer %s (connection %p): messages waited %llu ms for credits "
+    RMX_LOG(c->ctx, WARN, "%s peer %s: messages waited %llu ms for credits "
             "it does not return (RMX_KEEPALIVE_TIMEOUT_MS %u): closing", c->ops->name, c->peer,
-            (void *)c, (unsigned long long)(now - since), limit);
+            (unsigned long long)(now - since), limit);
     rmx__conn_down(c, RMX_ETIMEDOUT);
     return 1;
   }

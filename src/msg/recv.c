@@ -15,8 +15,8 @@
 
 static void protocol_error(rmx_conn_t *c, const char *why)
 {
-  RMX_LOG(c->ctx, ERROR, "closing the connection to %s peer %s (%p): its protocol error: %s",
-          c->ops->name, c->peer, (void *)c, why);
+  RMX_LOG(c->ctx, ERROR, "closing the connection to %s peer %s: its protocol error: %s",
+          c->ops->name, c->peer, why);
   rmx__conn_down(c, RMX_EPROTO);
 }
 
@@ -32,7 +32,8 @@ static void deliver(rmx_conn_t *c, const void *data, size_t len)
     memset((void *)(uintptr_t)data, 0xdb, len);
 #endif
   } else
-    RMX_LOG(c->ctx, DEBUG, "connection %p: %zu-byte message dropped: no on_recv", (void *)c, len);
+    RMX_LOG(c->ctx, DEBUG, "%s peer %s: %zu-byte message dropped: no on_recv", c->ops->name,
+            c->peer, len);
 }
 
 static void deliver_imm(rmx_conn_t *c, uint32_t imm, size_t len)
@@ -40,7 +41,8 @@ static void deliver_imm(rmx_conn_t *c, uint32_t imm, size_t len)
   if (c->cbs.on_imm)
     c->cbs.on_imm(c, imm, len, c->cbs_arg);
   else
-    RMX_LOG(c->ctx, DEBUG, "connection %p: immediate %u dropped: no on_imm", (void *)c, imm);
+    RMX_LOG(c->ctx, DEBUG, "%s peer %s: immediate %u dropped: no on_imm", c->ops->name,
+            c->peer, imm);
 }
 
 /* Hand one inbound item to its consumer. Its receive credit goes back now,
@@ -165,8 +167,8 @@ static void read_done(rmx_conn_t *c, rmx__op_t *op, int status)
   c->rndv_reads--;
   if (status) {
     if (c->state != RMX_CS_DOWN) {
-      RMX_LOG(c->ctx, ERROR, "connection %p: reading a %zu-byte message failed: %s", (void *)c,
-              op->len, rmx_strerror(status));
+      RMX_LOG(c->ctx, ERROR, "%s peer %s: reading a %zu-byte message failed: %s",
+              c->ops->name, c->peer, op->len, rmx_strerror(status));
       rmx__conn_down(c, status);
     }
     return; /* the entry stays in rxq and is freed with the connection */

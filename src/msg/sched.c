@@ -82,6 +82,8 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
       c->credit_queued = 1;
     return rc;
   }
+  RMX_LOG(c->ctx, TRACE, "%s peer %s: frame of %zu bytes posted (%u credits returned, %u left)",
+          c->ops->name, c->peer, sge.len, returned, c->cr.credits);
   if (!(op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_BYE))
     c->cr.credits--;
   c->ka.last_tx = uv_now(c->ctx->loop); /* any frame tells the peer we are here */

@@ -106,7 +106,7 @@ void rmx__conn_down(rmx_conn_t *c, int status)
   /* Protocol errors were logged where they were found. */
   if (c->state == RMX_CS_ESTABLISHED && status != 0 && status != RMX_ECANCELED &&
       status != RMX_EPROTO)
-    RMX_LOG(c->ctx, WARN, "%s peer %s (connection %p) lost: %s", c->ops->name, c->peer, (void *)c,
+    RMX_LOG(c->ctx, WARN, "%s peer %s lost: %s", c->ops->name, c->peer,
             rmx_strerror(status));
   c->was_established = c->state == RMX_CS_ESTABLISHED;
   c->state = RMX_CS_DOWN;
@@ -130,8 +130,8 @@ static void deferred_free(rmx__deferred_t *d)
     /* Destroying: requests their handlers never answered end with the
      * context (what else is out, an RPC call's end already queued, releases
      * the connection when it runs). */
-    RMX_LOG(ctx, WARN, "connection %p: RPC requests never answered end with the context",
-            (void *)c);
+    RMX_LOG(ctx, WARN, "%s peer %s: RPC requests never answered end with the context",
+            c->ops->name, c->peer);
     ctx->up.rpc_drop(c); /* the last release schedules this again */
     return;
   }
@@ -192,8 +192,8 @@ static void close_expired(rmx_ctx_t *ctx)
       return;
     }
     close_unwatch(c);
-    RMX_LOG(ctx, WARN, "%s peer %s (connection %p) did not finish the close within %u ms "
-            "(RMX_CLOSE_TIMEOUT_MS): cutting it", c->ops->name, c->peer, (void *)c,
+    RMX_LOG(ctx, WARN, "%s peer %s did not finish the close within %u ms "
+            "(RMX_CLOSE_TIMEOUT_MS): cutting it", c->ops->name, c->peer,
             ctx->cfg.close_timeout_ms);
     rmx__conn_tp_close(c); /* what is outstanding fails when the transport reports CLOSED */
   }
@@ -213,11 +213,15 @@ static void conn_finish(rmx_conn_t *c)
     c->listener = NULL;
   }
   close_unwatch(c);
+  /* Losses were logged (warn) where they were found. */
+  if (c->was_established && (c->user_closed || c->err == 0))
+    RMX_LOG(c->ctx, INFO, "%s peer %s: closed%s", c->ops->name, c->peer,
+            c->user_closed ? "" : " by the peer");
   if (!c->reported) {
     c->reported = 1;
     if (c->on_connected && !c->user_closed) /* an active connect that never got through */
-      RMX_LOG(c->ctx, WARN, "%s peer %s (connection %p): connect failed: %s", c->ops->name,
-              c->peer, (void *)c, rmx_strerror(op_status));
+      RMX_LOG(c->ctx, WARN, "%s peer %s: connect failed: %s", c->ops->name,
+              c->peer, rmx_strerror(op_status));
     if (c->on_connected)
       c->on_connected(c, c->user_closed ? RMX_ECANCELED : op_status, c->connect_arg);
   } else if (c->was_established && !c->user_closed && c->cbs.on_disconnect) {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sodium.h>
 
 #include "auth.h"
 
@@ -114,33 +115,75 @@ static int config_from(const void *data, size_t len, rmx_config_t *cfg)
   return rc;
 }
 
+static void to_hex(const uint8_t *b, size_t n, char *out)
+{
+  for (size_t i = 0; i < n; i++)
+    sprintf(out + 2 * i, "%02x", b[i]);
+  out[2 * n] = '\0';
+}
+
 void secret_file_is_read_and_checked(void **state)
 {
   rmx_config_t cfg;
-  char line[200];
+  uint8_t raw[64];
+  char hex[129];
+  /* The whole file, raw bytes, newlines and NULs included, as lowercase
+   * hex in the field. */
   assert_int_equal(config_from("first line\nsecond\n", 18, &cfg), 0);
-  assert_string_equal(cfg.auth_secret, "first line");
-  assert_int_equal(config_from("no newline", 10, &cfg), 0);
-  assert_string_equal(cfg.auth_secret, "no newline");
-  assert_int_equal(config_from("", 0, &cfg), RMX_EINVAL);
-  assert_int_equal(config_from("\nsecret on line 2\n", 18, &cfg), RMX_EINVAL);
-  assert_int_equal(config_from("nul\0inside\n", 11, &cfg), RMX_EINVAL);
-  memset(line, 'x', sizeof(line));
-  line[127] = '\n';
-  assert_int_equal(config_from(line, 128, &cfg), 0);
-  assert_int_equal(strlen(cfg.auth_secret), 127);
-  assert_int_equal(config_from(line, 127, &cfg), 0); /* 127 bytes, no newline */
-  line[127] = 'x';
-  assert_int_equal(config_from(line, 128, &cfg), RMX_EINVAL); /* 128 before any newline */
-  assert_int_equal(config_from(line, sizeof(line), &cfg), RMX_EINVAL);
+  to_hex((const uint8_t *)"first line\nsecond\n", 18, hex);
+  assert_string_equal(cfg.auth_secret, hex);
+  assert_int_equal(config_from("nul\0inside\n", 11, &cfg), 0);
+  assert_string_equal(cfg.auth_secret, "6e756c00696e736964650a");
+  assert_int_equal(config_from("\n", 1, &cfg), 0); /* one byte (logged as short) */
+  assert_string_equal(cfg.auth_secret, "0a");
+  assert_int_equal(config_from("", 0, &cfg), RMX_EINVAL); /* empty */
+  memset(raw, 0xff, sizeof(raw));
+  assert_int_equal(config_from(raw, 63, &cfg), 0); /* the longest */
+  assert_int_equal(strlen(cfg.auth_secret), 126);
+  assert_int_equal(config_from(raw, 64, &cfg), RMX_EINVAL); /* one byte too many */
   setenv("RMX_AUTH_SECRET_FILE", "/nonexistent/rmx-secret", 1);
   assert_int_equal(rmx_config_init(&cfg), RMX_EINVAL);
   unsetenv("RMX_AUTH_SECRET_FILE");
   assert_int_equal(rmx_config_init(&cfg), 0);
   assert_string_equal(cfg.auth_secret, ""); /* default: no authentication */
 
-  /* A context configured from the file talks to one given the same secret
-   * in the field, and rmx_ctx_create(NULL cfg) reads the file too. */
+  /* 100 random 32-byte secrets (every one with a NUL and a newline in
+   * it, at varying places), each from its file on both sides: the same
+   * file authenticates, another one is refused. */
+  for (int i = 0; i < 100; i++) {
+    srv_t s;
+    cl_t k;
+    rmx_ctx_t *ctx;
+    randombytes_buf(raw, 32);
+    raw[i % 32] = 0;
+    raw[(i * 7 + 3) % 32] = '\n';
+    if (i % 4 == 0)
+      raw[31] = '\n'; /* a trailing newline is part of the secret too */
+    assert_int_equal(config_from(raw, 32, &cfg), 0);
+    to_hex(raw, 32, hex);
+    assert_string_equal(cfg.auth_secret, hex);
+    secret_file(raw, 32);
+    assert_int_equal(rmx_ctx_create(&ctx, LOOP, NULL), 0); /* reads the file */
+    srv_open_ctx(&s, ctx);
+    assert_int_equal(rmx_config_init(&cfg), 0); /* the client: from the same file */
+    unlink(tmp_path);
+    unsetenv("RMX_AUTH_SECRET_FILE");
+    cl_connect(&k, cfg.auth_secret, s.uri);
+    assert_int_equal(k.status, 0);
+    cl_close(&k);
+    if (i % 10 == 0) { /* one byte off: refused */
+      raw[(i * 5 + 1) % 32] ^= 1;
+      to_hex(raw, 32, hex);
+      cl_connect(&k, hex, s.uri);
+      assert_int_equal(k.status, RMX_EACCES);
+      cl_close(&k);
+    }
+    PUMP_UNTIL(s.accepted == 1 && s.disconnects == 1);
+    srv_close(&s);
+  }
+
+  /* A context configured from a text file talks to one given the file's
+   * hex in the field (its newline included), not to one given the text. */
   srv_t s;
   cl_t k;
   rmx_ctx_t *ctx;
@@ -150,6 +193,10 @@ void secret_file_is_read_and_checked(void **state)
   unsetenv("RMX_AUTH_SECRET_FILE");
   srv_open_ctx(&s, ctx);
   cl_connect(&k, SECRET_A, s.uri);
+  assert_int_equal(k.status, RMX_EACCES);
+  cl_close(&k);
+  to_hex((const uint8_t *)SECRET_A "\n", strlen(SECRET_A) + 1, hex);
+  cl_connect(&k, hex, s.uri);
   assert_int_equal(k.status, 0);
   cl_close(&k);
   cl_connect(&k, SECRET_B, s.uri);

@@ -38,9 +38,9 @@ void connect_to_closed_port_fails(void **state)
   run_until(ctx, &cl.connected, 1);
   rmx_log_set_handler(NULL, NULL);
   assert_int_equal(cl.connect_status, RMX_ECONNREFUSED);
-  /* the log line names the address: "PORT (connection" after "HOST:" */
+  /* the log line names the connection by its address: "peer HOST:PORT:" */
   char addr_port[160];
-  snprintf(addr_port, sizeof(addr_port), "%s (connection", strstr(s.uri, "://") + 3);
+  snprintf(addr_port, sizeof(addr_port), "peer %s: connect failed", strstr(s.uri, "://") + 3);
   if (!strstr(logged, addr_port))
     fail_msg("the refusal's log line does not name %s: '%s'", s.uri, logged);
   assert_int_equal(rmx_send(cl.c, "x", 1, cl_sent, &cl), RMX_ENOTCONN);

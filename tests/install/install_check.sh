@@ -26,7 +26,7 @@ prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 lib=$(dirname "$(find "$prefix" -name librmx.so -print -quit)")
 [ -d "$lib" ] || fail "no librmx.so under $prefix"
-for f in include/rmx/rmx.h include/rmx/rmx_ops.h; do
+for f in include/rmx/rmx.h include/rmx/rmx_ops.h include/rmx/rmx_config.h include/rmx/rmx_devices.h; do
   [ -f "$prefix/$f" ] || fail "$f not installed"
 done
 for f in librmx.a pkgconfig/rmx.pc cmake/rmx/rmxConfig.cmake cmake/rmx/rmxConfigVersion.cmake; do

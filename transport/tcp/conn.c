@@ -42,8 +42,17 @@ void tcp_conn_acked(rmx_tp_conn_t *tc, int status)
 static void timer_cb(uv_timer_t *t)
 {
   rmx_tp_conn_t *tc = t->data;
-  RMX_TP_LOG(tc->tp->env, WARN, "tcp: handshake not finished within %u ms",
-          tc->tp->env->cfg->connect_timeout_ms);
+  char peer[80] = "?";
+  if (tc->tp->env->log_level >= RMX_LOG_WARN)
+    tcp_peer(tc, peer, sizeof(peer));
+  /* An incoming peer can open silent connections at will. */
+  if (tc->passive)
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_handshakes, uv_now(tc->tp->loop), WARN,
+                       "tcp: handshake with incoming peer %s not finished within %u ms", peer,
+                       tc->tp->env->cfg->connect_timeout_ms);
+  else
+    RMX_TP_LOG(tc->tp->env, WARN, "tcp: handshake with %s not finished within %u ms", peer,
+               tc->tp->env->cfg->connect_timeout_ms);
   tcp_fail(tc, RMX_ETIMEDOUT);
 }
 
@@ -231,7 +240,7 @@ void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32
     break;
   case TF_REJECT: {
     int32_t st = tf_reject_get(body);
-    tcp_fail(tc, st < 0 ? rmx_wire_status(st) : RMX_ECONNREFUSED);
+    tcp_fail(tc, rmx_reject_status(st));
     break;
   }
   case TF_FRAME:

@@ -112,9 +112,14 @@ const char *tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
 
 void tcp_proto_fail(rmx_tp_conn_t *tc, const char *why)
 {
-  char peer[80];
-  RMX_TP_LOG(tc->tp->env, ERROR, "tcp: closing connection with %s: %s",
-             tcp_peer(tc, peer, sizeof(peer)), why);
+  char peer[80] = "?";
+  if (tc->tp->env->log_level >= RMX_LOG_ERROR)
+    tcp_peer(tc, peer, sizeof(peer));
+  if (tc->passive && tc->state == TC_WAIT_HELLO) /* not rmx at all (a port scan, HTTP) */
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_hello, uv_now(tc->tp->loop), ERROR,
+                       "tcp: refusing incoming peer %s before its hello: %s", peer, why);
+  else
+    RMX_TP_LOG(tc->tp->env, ERROR, "tcp: closing connection with %s: %s", peer, why);
   tcp_fail(tc, RMX_EPROTO);
 }
 

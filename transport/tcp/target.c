@@ -47,12 +47,13 @@ static void mem_unuse(rmx_tp_mem_t *m)
 
 static void refused(rmx_tp_conn_t *tc, const char *what, uint64_t len, uint64_t addr, int status)
 {
-  uint32_t held;
-  if (tc->tp->env->cfg->log_level >= RMX_LOG_WARN &&
-      rmx__ratelimit(&tc->tp->rl_refused, uv_now(tc->tp->loop), &held))
-    rmx__log(RMX_LOG_WARN,
-             "tcp: refused a remote %s of %llu bytes at 0x%llx: %s (%u more refusals not logged)",
-             what, (unsigned long long)len, (unsigned long long)addr, rmx_strerror(status), held);
+  char peer[80] = "?";
+  if (tc->tp->env->log_level >= RMX_LOG_WARN)
+    tcp_peer(tc, peer, sizeof(peer));
+  RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), WARN,
+                     "tcp: refused a remote %s of %llu bytes at 0x%llx from %s: %s", what,
+                     (unsigned long long)len, (unsigned long long)addr, peer,
+                     rmx_strerror(status));
 }
 
 /* The registration a request may use, or NULL with *status set. */

@@ -41,12 +41,12 @@ static void on_connection(uv_stream_t *server, int status)
   }
   const rmx_config_t *cfg = l->tp->env->cfg;
   if (l->npending >= cfg->max_handshakes) {
-    uint32_t held;
-    if (cfg->log_level >= RMX_LOG_WARN &&
-        rmx__ratelimit(&l->tp->rl_handshakes, uv_now(l->tp->loop), &held))
-      rmx__log(RMX_LOG_WARN,
-               "tcp: %u handshakes in progress on a listener (RMX_MAX_HANDSHAKES): dropping a "
-               "new connection (%u more not logged)", l->npending, held);
+    char peer[80] = "?";
+    if (l->tp->env->log_level >= RMX_LOG_WARN)
+      tcp_peer(tc, peer, sizeof(peer));
+    RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_handshakes, uv_now(l->tp->loop), WARN,
+                       "tcp: %u handshakes in progress on a listener (RMX_MAX_HANDSHAKES): "
+                       "dropping a new connection from %s", l->npending, peer);
     tcp_conn_close(tc);
     return;
   }
@@ -94,6 +94,12 @@ static int tcp_peer_addr(rmx_tp_conn_t *tc, struct sockaddr_storage *ss)
 {
   int len = sizeof(*ss);
   return rmx__uv_err(uv_tcp_getpeername(&tc->h, (struct sockaddr *)ss, &len));
+}
+
+static int tcp_local_addr(rmx_tp_conn_t *tc, struct sockaddr_storage *ss)
+{
+  int len = sizeof(*ss);
+  return rmx__uv_err(uv_tcp_getsockname(&tc->h, (struct sockaddr *)ss, &len));
 }
 
 static void tcp_listen_close(rmx_tp_listener_t *l)
@@ -240,6 +246,7 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .listen = tcp_listen,
   .listen_addr = tcp_listen_addr,
   .peer_addr = tcp_peer_addr,
+  .local_addr = tcp_local_addr,
   .listen_close = tcp_listen_close,
   .connect = tcp_connect,
   .accept = tcp_accept,

@@ -230,9 +230,11 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
      * a live connection gives too (cq.c), so either order says the same. */
     st = e->type == IBV_EVENT_QP_REQ_ERR || e->type == IBV_EVENT_QP_ACCESS_ERR ? RMX_EPROTO
                                                                              : RMX_EIO;
-    RMX_TP_LOG(env, ERROR, "rdma: QP 0x%x to %s: %s%s", e->qp_num, tc->peer,
-               ibv_event_type_str(e->type),
-               st == RMX_EPROTO ? " (this side refused a request of the peer)" : "");
+    /* The peer can repeat a refused request on new connections at will. */
+    RMX_TP_LOG_LIMITED(env, &dev->tp->rl_refused, uv_now(dev->tp->loop), ERROR,
+                       "rdma: QP 0x%x to %s: %s%s", e->qp_num, tc->peer,
+                       ibv_event_type_str(e->type),
+                       st == RMX_EPROTO ? " (this side refused a request of the peer)" : "");
     vb_fail(tc, st);
     break;
   case IBV_EVENT_CQ_ERR:

@@ -20,8 +20,13 @@ static void timer_cb(uv_timer_t *t)
   struct rmx_tp_conn *tc = t->data;
   if (tc->established || tc->closing)
     return;
-  RMX_TP_LOG(tc->tp->env, WARN, "rdma: connection not established within %u ms",
-          tc->tp->env->cfg->connect_timeout_ms);
+  if (tc->passive) /* an incoming peer can leave connections half made at will */
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), WARN,
+                       "rdma: connection from %s not established within %u ms", tc->peer,
+                       tc->tp->env->cfg->connect_timeout_ms);
+  else
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: connection to %s not established within %u ms",
+               tc->peer, tc->tp->env->cfg->connect_timeout_ms);
   vb_fail(tc, RMX_ETIMEDOUT);
 }
 
@@ -221,6 +226,15 @@ int vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
   return 0;
 }
 
+int vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
+{
+  const struct sockaddr *sa = tc->id ? rdma_get_local_addr(tc->id) : NULL;
+  if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+    return RMX_ENOTCONN; /* not bound yet: the route is still being resolved */
+  sa_copy(ss, sa);
+  return 0;
+}
+
 void vb_listen_close(struct rmx_tp_listener *l)
 {
   struct rmx_tp *tp = l->tp;
@@ -288,8 +302,9 @@ void vb_reject(struct rmx_tp_conn *tc, int status)
   uint32_t magic = htonl(VB_REJECT_MAGIC);
   int32_t st = (int32_t)htonl((uint32_t)status);
   if (local_trouble(status))
-    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: refusing %s: this side cannot take the connection "
-               "(%s)", tc->peer, rmx_strerror(status));
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), ERROR,
+                       "rdma: refusing %s: this side cannot take the connection (%s)", tc->peer,
+                       rmx_strerror(status));
   memcpy(pd, &magic, 4);
   memcpy(pd + 4, &st, 4);
   rdma_reject(tc->id, pd, sizeof(pd));
@@ -309,7 +324,7 @@ static int reject_status(struct rmx_tp_conn *tc, const uint8_t *pd, size_t len, 
     memcpy(&magic, pd, 4);
     memcpy(&st, pd + 4, 4);
     st = (int32_t)ntohl((uint32_t)st);
-    if (ntohl(magic) == VB_REJECT_MAGIC && st < 0 && st > -5000) {
+    if (ntohl(magic) == VB_REJECT_MAGIC && rmx_reject_status(st) == st) {
       if (!local_trouble(st))
         return st;
       /* Its limit, not ours: raising our own would not help. */
@@ -338,8 +353,11 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
                      struct rdma_cm_id *id, struct rdma_cm_id *listen_id, const uint8_t *pd,
                      size_t pdlen)
 {
-  RMX_TP_LOG(tp->env, DEBUG, "rdma: %s (status %d) on %p", rdma_event_str(type), status,
-          (void *)id);
+  char peer[96] = "";
+  if (tp->env->log_level >= RMX_LOG_DEBUG && type != RDMA_CM_EVENT_DEVICE_REMOVAL)
+    rmx__sa_str(rdma_get_peer_addr(id), peer, sizeof(peer));
+  RMX_TP_LOG(tp->env, DEBUG, "rdma: %s (status %d), peer %s", rdma_event_str(type), status,
+             peer);
   if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
     on_request(listen_id->context, id, pd, pdlen);
     return;

@@ -115,9 +115,10 @@ static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
      * bounds, or a malformed one); the peer's side hears of it as a remote
      * error. The same status whichever the device reports first: this
      * flush, or the QP's async event. */
-    RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x to %s went into the error state: this side "
-               "refused a request of the peer (bad key, bounds or rights) or the device failed",
-               wc->qp_num, tc->peer);
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), ERROR,
+                       "rdma: QP 0x%x to %s went into the error state: this side refused a "
+                       "request of the peer (bad key, bounds or rights) or the device failed",
+                       wc->qp_num, tc->peer);
     vb_fail(tc, RMX_EPROTO);
     return;
   }

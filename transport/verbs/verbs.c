@@ -218,6 +218,7 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx_verbs_ops = {
   .listen = vb_listen,
   .listen_addr = vb_listen_addr,
   .peer_addr = vb_peer_addr,
+  .local_addr = vb_local_addr,
   .conn_label = vb_conn_label,
   .listen_close = vb_listen_close,
   .connect = vb_connect,

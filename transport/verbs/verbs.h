@@ -160,6 +160,7 @@ struct rmx_tp {
   int finishing;
   int polling;             /* RMX_PROGRESS=poll */
   uint64_t spin_ns;        /* RMX_PROGRESS=adaptive: spin_us in ns; else 0 */
+  rmx__ratelimit_t rl_refused; /* refused remote accesses, refused connects */
   /* the instance's own, set by vb_init: see vb_kick and vb_tp_unlive */
   uv_idle_cb idle_cb;
   void (*free_cb)(struct rmx_tp *tp);
@@ -269,6 +270,7 @@ int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
               struct rmx_tp_listener **out);
 int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss);
 int vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
+int vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
 int vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len);
 void vb_listen_close(struct rmx_tp_listener *l);
 int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,

@@ -1,0 +1,443 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What rmx logs and what it tells about a connection (TCP):
+ * - a line on stderr carries the UTC time with milliseconds, the process
+ *   and thread ids and the level; a line about a connection names the
+ *   peer's address, never a pointer; connecting, accepting and closing are
+ *   logged at info; the log handler gets the same message without the
+ *   prefix;
+ * - RMX_LOG=trace logs every frame posted and every transport event, and
+ *   none of it below trace;
+ * - rmx_conn_peer_addr and rmx_conn_local_addr on both ends;
+ * - a flood of 300 bad hellos, of 300 connections that are not rmx at all
+ *   (HTTP), then of 300 failed authentications, from a raw client, logs
+ *   one line per second at most, and every refusal is either logged or
+ *   counted in the next line's "N more";
+ * - a REJECT with any status reaches on_connected as an RMX_E* code.
+ */
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <sodium.h>
+
+#include "auth.h"
+
+/* ---- a log handler that keeps every line ---- */
+
+#define MAX_LINES 4096
+static char *lines[MAX_LINES];
+static int line_lvl[MAX_LINES];
+static int nlines;
+static pthread_mutex_t lines_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep(rmx_log_level_t lvl, const char *line, void *arg)
+{
+  pthread_mutex_lock(&lines_lock);
+  if (nlines < MAX_LINES) {
+    line_lvl[nlines] = lvl;
+    lines[nlines++] = strdup(line);
+  }
+  pthread_mutex_unlock(&lines_lock);
+}
+
+static void lines_clear(void)
+{
+  for (int i = 0; i < nlines; i++)
+    free(lines[i]);
+  nlines = 0;
+}
+
+/* Lines holding all of a, b (b may be NULL). */
+static int count(const char *a, const char *b)
+{
+  int n = 0;
+  for (int i = 0; i < nlines; i++)
+    n += strstr(lines[i], a) && (!b || strstr(lines[i], b));
+  return n;
+}
+
+static const char *find(const char *a, const char *b)
+{
+  for (int i = 0; i < nlines; i++)
+    if (strstr(lines[i], a) && (!b || strstr(lines[i], b)))
+      return lines[i];
+  return NULL;
+}
+
+static void dump_and_fail(const char *why)
+{
+  for (int i = 0; i < nlines; i++)
+    print_message("  [%d] %s\n", line_lvl[i], lines[i]);
+  fail_msg("%s", why);
+}
+
+/* A connection's life, at whatever RMX_LOG says: connect, one message each
+ * way, close by the client. */
+static void one_connection(int *port)
+{
+  srv_t s;
+  cl_t k;
+  static const uint8_t hi[5] = "hello";
+  srv_open(&s, NULL, 0);
+  *port = s.port;
+  cl_connect(&k, NULL, s.uri);
+  assert_int_equal(k.status, 0);
+  k.expect[0] = hi, k.expect_len[0] = sizeof(hi);
+  assert_int_equal(rmx_send(k.c, hi, sizeof(hi), c_sent, &k), 0);
+  PUMP_UNTIL(k.recvs == 1);
+  cl_close(&k);
+  PUMP_UNTIL(s.disconnects == 1);
+  srv_close(&s);
+}
+
+/* ---- the format ---- */
+
+static void stderr_lines_carry_time_pid_thread_and_peer(void **state)
+{
+  char path[] = "/tmp/rmx-logs-XXXXXX", buf[512], want[128];
+  int fd = mkstemp(path), port = 0;
+  assert_true(fd >= 0);
+  unlink(path);
+  fflush(stderr);
+  int saved = dup(2);
+  assert_int_equal(dup2(fd, 2), 2);
+  setenv("RMX_LOG", "info", 1);
+  one_connection(&port);
+  unsetenv("RMX_LOG");
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+
+  FILE *f = fdopen(fd, "r");
+  assert_non_null(f);
+  rewind(f);
+  regex_t re;
+  char pre[160];
+  /* 2026-11-26T01:54:08.123Z rmx[PID/TID] info: */
+  snprintf(pre, sizeof(pre),
+           "^[0-9]{4}-[0-1][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]\\.[0-9]{3}Z "
+           "rmx\\[%ld/%ld\\] (error|warn|info|debug|trace): [^ ]",
+           (long)getpid(), (long)syscall(SYS_gettid));
+  assert_int_equal(regcomp(&re, pre, REG_EXTENDED | REG_NOSUB), 0);
+  int n = 0, accepted = 0, connected = 0, closed = 0, closed_by_peer = 0;
+  while (fgets(buf, sizeof(buf), f)) {
+    n++;
+    buf[strcspn(buf, "\n")] = '\0';
+    if (regexec(&re, buf, 0, NULL, 0) != 0)
+      fail_msg("a log line without time, pid/thread and level: '%s'", buf);
+    if (strstr(buf, "(connection") || strstr(buf, "0x7f") || strstr(buf, "0x5"))
+      fail_msg("a line names a connection by pointer: '%s'", buf);
+    snprintf(want, sizeof(want), "accepted on 127.0.0.1:%d", port);
+    accepted += strstr(buf, "info: tcp peer 127.0.0.1:") && strstr(buf, want);
+    snprintf(want, sizeof(want), ": connected (127.0.0.1:%d from 127.0.0.1:", port);
+    connected += strstr(buf, "info: tcp peer 127.0.0.1:") && strstr(buf, want);
+    closed += strstr(buf, "info: tcp peer ") && strstr(buf, ": closed") && !strstr(buf, "by");
+    closed_by_peer += strstr(buf, "info: tcp peer 127.0.0.1:") && strstr(buf, ": closed by the peer");
+  }
+  regfree(&re);
+  fclose(f);
+  assert_true(n >= 4);
+  assert_int_equal(accepted, 1);
+  assert_int_equal(connected, 1);
+  assert_int_equal(closed, 1);         /* the client closed */
+  assert_int_equal(closed_by_peer, 1); /* the server saw it */
+}
+
+static void handler_gets_the_message_with_the_peer(void **state)
+{
+  int port = 0;
+  char want[64];
+  lines_clear();
+  rmx_log_set_handler(keep, NULL);
+  setenv("RMX_LOG", "info", 1);
+  one_connection(&port);
+  unsetenv("RMX_LOG");
+  rmx_log_set_handler(NULL, NULL);
+  snprintf(want, sizeof(want), "accepted on 127.0.0.1:%d", port);
+  const char *l = find("tcp peer 127.0.0.1:", want);
+  if (!l)
+    dump_and_fail("no accepted line naming the peer");
+  /* The message alone: the handler takes its own time and thread. */
+  assert_true(strncmp(l, "tcp peer ", 9) == 0);
+  for (int i = 0; i < nlines; i++)
+    if (line_lvl[i] > RMX_LOG_INFO)
+      dump_and_fail("a line above info reached the handler at RMX_LOG=info");
+  lines_clear();
+}
+
+/* ---- trace ---- */
+
+static void trace_logs_frames_and_events(void **state)
+{
+  int port;
+  lines_clear();
+  rmx_log_set_handler(keep, NULL);
+  setenv("RMX_LOG", "debug", 1);
+  one_connection(&port);
+  int at_debug = count(" bytes posted", NULL) + count(": RECV, status", NULL);
+  lines_clear();
+  setenv("RMX_LOG", "trace", 1);
+  one_connection(&port);
+  unsetenv("RMX_LOG");
+  rmx_log_set_handler(NULL, NULL);
+  assert_int_equal(at_debug, 0);
+  /* the message and the BYE each way at least */
+  if (count("tcp peer ", " bytes posted") < 2 || count("tcp peer ", ": RECV, status 0") < 2 ||
+      count("tcp peer ", ": SEND, status 0") < 2 || count("tcp peer ", ": ESTABLISHED") < 2)
+    dump_and_fail("RMX_LOG=trace logs too few frames and events");
+  lines_clear();
+}
+
+/* ---- the addresses ---- */
+
+static void conn_status(rmx_conn_t *c, int st, void *a) { *(int *)a = st; }
+
+static int port_of(const struct sockaddr_storage *ss)
+{
+  assert_int_equal(ss->ss_family, AF_INET);
+  const struct sockaddr_in *in = (const void *)ss;
+  assert_int_equal(ntohl(in->sin_addr.s_addr), INADDR_LOOPBACK);
+  return ntohs(in->sin_port);
+}
+
+static void conn_addresses_on_both_ends(void **state)
+{
+  srv_t s;
+  cl_t k;
+  struct sockaddr_storage ss, cp, cl, sp, sl;
+  rmx_conn_t *c;
+  srv_open(&s, NULL, 0);
+  /* Not yet established: nothing to tell. */
+  rmx_ctx_t *ctx = mkctx(NULL, 0);
+  int st = 1;
+  assert_int_equal(rmx_connect(ctx, s.uri, conn_status, &st, &c), 0);
+  assert_int_equal(rmx_conn_peer_addr(c, &ss), RMX_ENOTCONN);
+  assert_int_equal(rmx_conn_local_addr(c, &ss), RMX_ENOTCONN);
+  assert_int_equal(rmx_conn_peer_addr(NULL, &ss), RMX_EINVAL);
+  assert_int_equal(rmx_conn_peer_addr(c, NULL), RMX_EINVAL);
+  assert_int_equal(rmx_conn_local_addr(c, NULL), RMX_EINVAL);
+  assert_int_equal(rmx_conn_close(c, NULL, NULL), 0);
+  PUMP_UNTIL(st != 1);
+  assert_int_equal(rmx_ctx_destroy(ctx), 0);
+
+  cl_connect(&k, NULL, s.uri);
+  assert_int_equal(k.status, 0);
+  PUMP_UNTIL(s.accepted == 1);
+  assert_int_equal(rmx_conn_peer_addr(k.c, &cp), 0);
+  assert_int_equal(rmx_conn_local_addr(k.c, &cl), 0);
+  assert_int_equal(rmx_conn_peer_addr(s.conns[0], &sp), 0);
+  assert_int_equal(rmx_conn_local_addr(s.conns[0], &sl), 0);
+  assert_int_equal(port_of(&cp), s.port); /* the client's peer: the listener */
+  assert_int_equal(port_of(&sl), s.port); /* the server's end: the listener's port */
+  assert_int_equal(port_of(&cl), port_of(&sp)); /* and the client's port both ways */
+  assert_int_not_equal(port_of(&cl), s.port);
+  /* Still there after the peer went away. */
+  srv_close(&s);
+  PUMP_UNTIL(k.disconnects == 1);
+  memset(&ss, 0, sizeof(ss));
+  assert_int_equal(rmx_conn_peer_addr(k.c, &ss), 0);
+  assert_int_equal(port_of(&ss), port_of(&cp));
+  cl_close(&k);
+}
+
+/* ---- floods of refusals ---- */
+
+enum { FLOOD = 300 };
+
+static int flood_bad_hellos(raw_t *r)
+{
+  uint8_t b[64];
+  hello_t h = hello_default();
+  h.magic = 0x0badc0de;
+  for (int i = 0; i < FLOOD + r->mode; i++) {
+    int fd = raw_dial(r->port);
+    RCHECK(r, fd >= 0, "dial %d", i);
+    size_t n = hello_frame(b, &h, 0, 0);
+    RCHECK(r, wr_all(fd, b, n) == 0, "write %d", i);
+    drain_eof(fd, 10000); /* the REJECT, then the close: the server is done with it */
+    close(fd);
+  }
+  return 0;
+}
+
+/* Not rmx at all: what a web client sends. */
+static int flood_http(raw_t *r)
+{
+  static const char get[] = "GET / HTTP/1.0\r\n\r\n";
+  for (int i = 0; i < FLOOD + r->mode; i++) {
+    int fd = raw_dial(r->port);
+    RCHECK(r, fd >= 0, "dial %d", i);
+    RCHECK(r, wr_all(fd, get, sizeof(get) - 1) == 0, "write %d", i);
+    drain_eof(fd, 10000);
+    close(fd);
+  }
+  return 0;
+}
+
+/* A hello with the flag and a nonce, then an AUTH whose proof is zeros. */
+static int flood_bad_proofs(raw_t *r)
+{
+  uint8_t b[256], body[256], kind, zero[PROOF_LEN] = {0};
+  uint32_t blen;
+  for (int i = 0; i < FLOOD + r->mode; i++) {
+    int fd = raw_dial(r->port);
+    RCHECK(r, fd >= 0, "dial %d", i);
+    auth_hello(body, 1);
+    randombytes_buf(body + HELLO_LEN, NONCE_LEN);
+    size_t n = tframe(b, K_HELLO, body, C_HELLO_LEN);
+    RCHECK(r, wr_all(fd, b, n) == 0, "write %d", i);
+    RCHECK(r, rd_tframe(fd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_HELLO_ACK,
+           "no HELLO_ACK %d", i);
+    n = msg_frame(b, F_AUTH, 0, 0, zero, PROOF_LEN);
+    RCHECK(r, wr_all(fd, b, n) == 0, "write AUTH %d", i);
+    drain_eof(fd, 10000);
+    close(fd);
+  }
+  return 0;
+}
+
+/* The "N more" a line ends with, or 0. */
+static unsigned held_in(const char *l)
+{
+  const char *p = strstr(l, " (and ");
+  return p ? (unsigned)strtoul(p + 6, NULL, 10) : 0;
+}
+
+/* FLOOD refusals, then one more after the limiter's second: at most one
+ * line per second of flood, each refusal logged or counted. */
+static void flood_case(srv_t *s, script_fn fn, const char *what)
+{
+  raw_t r = {.port = s->port};
+  lines_clear();
+  rmx_log_set_handler(keep, NULL);
+  uint64_t t0 = now_ms();
+  raw_start(&r, fn, 0);
+  raw_join(&r);
+  uint64_t took = now_ms() - t0;
+  int during = count(what, NULL);
+  pump_for(1100); /* the limiter's second is over */
+  r.mode = 1 - FLOOD;  /* one more */
+  raw_start(&r, fn, r.mode);
+  raw_join(&r);
+  pump_for(50);
+  rmx_log_set_handler(NULL, NULL);
+  unsigned logged = 0, held = 0;
+  for (int i = 0; i < nlines; i++)
+    if (strstr(lines[i], what)) {
+      logged++;
+      held += held_in(lines[i]);
+      if (!strstr(lines[i], "incoming tcp peer 127.0.0.1:") &&
+          !strstr(lines[i], "incoming peer 127.0.0.1:"))
+        dump_and_fail("a refusal that does not name the peer's address");
+    }
+  print_message("%s: %d lines in %llu ms of flood; %u logged, %u counted in all\n", what,
+                during, (unsigned long long)took, logged, held);
+  if (during < 1 || (uint64_t)during > 1 + took / 1000)
+    dump_and_fail("more than one refusal line per second");
+  if (logged + held != FLOOD + 1)
+    dump_and_fail("refusals neither logged nor counted");
+  const char *last = lines[nlines - 1];
+  if (!strstr(last, " more like it not logged in the last "))
+    dump_and_fail("the line after the flood does not say how many were held back");
+  lines_clear();
+}
+
+static void refusal_floods_log_one_line_per_second(void **state)
+{
+  srv_t s;
+  srv_open(&s, SECRET_A, 0);
+  flood_case(&s, flood_bad_hellos, "sent a handshake that is not rmx's");
+  pump_for(1100);
+  flood_case(&s, flood_http, "before its hello");
+  pump_for(1100);
+  flood_case(&s, flood_bad_proofs, "authentication failed, refused: wrong proof");
+  assert_int_equal(s.accepted, 0);
+  srv_close(&s);
+}
+
+/* ---- a REJECT's status ---- */
+
+static int reject_with(raw_t *r)
+{
+  uint8_t body[256], b[64], st[4], kind;
+  uint32_t blen;
+  r->fd = accept(r->lfd, NULL, NULL);
+  RCHECK(r, r->fd >= 0, "accept");
+  RCHECK(r, rd_tframe(r->fd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_HELLO,
+         "no HELLO");
+  p32(st, (uint32_t)r->reject);
+  size_t n = tframe(b, K_REJECT, st, 4);
+  RCHECK(r, wr_all(r->fd, b, n) == 0, "write REJECT");
+  drain_eof(r->fd, 10000);
+  close(r->fd);
+  return 0;
+}
+
+static void reject_status_is_an_rmx_code(void **state)
+{
+  static const struct {
+    int32_t sent;
+    int want;
+  } cases[] = {
+    {-1, RMX_ECONNREFUSED},      {-4999, RMX_ECONNREFUSED},     {0, RMX_ECONNREFUSED},
+    {5, RMX_ECONNREFUSED},       {INT32_MIN, RMX_ECONNREFUSED}, {INT32_MAX, RMX_ECONNREFUSED},
+    {-5000, RMX_ECONNREFUSED},   {RMX_EACCES, RMX_EACCES},      {RMX_EVERSION, RMX_EVERSION},
+    {RMX_ENOHANDLER, RMX_ENOHANDLER},
+  };
+  struct sockaddr_in sa = {.sin_family = AF_INET};
+  socklen_t sl = sizeof(sa);
+  raw_t r = {0};
+  char uri[64];
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  r.lfd = tcp_socket();
+  assert_int_equal(bind(r.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(r.lfd, 4), 0);
+  assert_int_equal(getsockname(r.lfd, (struct sockaddr *)&sa, &sl), 0);
+  snprintf(uri, sizeof(uri), "tcp://127.0.0.1:%u", ntohs(sa.sin_port));
+  rmx_ctx_t *ctx = mkctx(NULL, 0);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    rmx_conn_t *c;
+    int st = 1;
+    r.reject = cases[i].sent;
+    raw_start(&r, reject_with, 0);
+    assert_int_equal(rmx_connect(ctx, uri, conn_status, &st, &c), 0);
+    PUMP_UNTIL(st != 1);
+    raw_join(&r);
+    if (st != cases[i].want)
+      fail_msg("a REJECT with status %d reached on_connected as %d (%s), not %s",
+               (int)cases[i].sent, st, rmx_err_name(st), rmx_err_name(cases[i].want));
+    assert_int_equal(rmx_conn_close(c, NULL, NULL), 0);
+  }
+  assert_int_equal(rmx_ctx_destroy(ctx), 0);
+  close(r.lfd);
+}
+
+int main(int argc, char **argv)
+{
+  if (harness_args(argc, argv) != 0)
+    return 2;
+  unsetenv("RMX_AUTH_SECRET_FILE");
+  unsetenv("RMX_LOG");
+  if (sodium_init() < 0)
+    return 2;
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(stderr_lines_carry_time_pid_thread_and_peer, setup, teardown),
+    cmocka_unit_test_setup_teardown(handler_gets_the_message_with_the_peer, setup, teardown),
+    cmocka_unit_test_setup_teardown(trace_logs_frames_and_events, setup, teardown),
+    cmocka_unit_test_setup_teardown(conn_addresses_on_both_ends, setup, teardown),
+    cmocka_unit_test_setup_teardown(refusal_floods_log_one_line_per_second, setup, teardown),
+    cmocka_unit_test_setup_teardown(reject_status_is_an_rmx_code, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
