@@ -283,6 +283,9 @@ static void arm_once(void)
   mallopt(M_TRIM_THRESHOLD, -1);
   note_premapped();
   rmx__memhooks_on_map(note_mapped);
+#else
+  (void)note_premapped;
+  (void)note_mapped;
 #endif
 }
 
