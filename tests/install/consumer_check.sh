@@ -4,7 +4,10 @@
 #   1. the shared library with only libuv's and libsodium's pkg-config
 #      files visible (no rdma-core development files): pkg-config
 #      --cflags --libs rmx works and adds no rdma-core include directory,
-#      find_package(rmx) finds rmx::rmx, and both programs run.
+#      find_package(rmx) finds rmx::rmx, and both programs run;
+#   2. every global the static library defines is rmx_ (API) or rmx__
+#      (internal), and a program defining tcp_connect, tf_check and vb_send
+#      links librmx.a statically and runs.
 #
 #   consumer_check.sh BUILD SOURCE
 set -euo pipefail
@@ -55,3 +58,15 @@ cmake --build "$work/pkg" >/dev/null
 out=$("$work/pkg/rmx-hello" "$uri") || fail "the find_package build did not run"
 step "find_package, shared, without rdma-core's .pc files: $out"
 unset PKG_CONFIG_LIBDIR PKG_CONFIG_PATH
+
+# The static library's namespace.
+foreign=$(nm -g --defined-only "$lib/librmx.a" | awk 'NF == 3 && $3 !~ /^rmx_/ {print $3}' | sort -u)
+[ -z "$foreign" ] || fail "librmx.a defines globals outside rmx_/rmx__: $(echo $foreign)"
+step "librmx.a: $(nm -g --defined-only "$lib/librmx.a" | awk 'NF == 3' | wc -l) globals, all rmx_ or rmx__"
+export PKG_CONFIG_PATH=$lib/pkgconfig
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror $(pkg-config --cflags rmx) "$here/own_names.c" "$lib/librmx.a" \
+  $(pkg-config --static --libs rmx | tr ' ' '\n' | grep -vx -- '-lrmx') -o "$work/own-names" ||
+  fail "a program defining tcp_connect, tf_check and vb_send does not link librmx.a"
+ldd "$work/own-names" | grep -q librmx && fail "the static build links librmx.so"
+step "static, with its own tcp_connect: $("$work/own-names")"

@@ -16,8 +16,8 @@ static const char *check(tc_state_t st, uint8_t kind, uint32_t blen)
 {
   uint8_t h[TF_HDR], k;
   uint32_t b;
-  tf_hdr(h, blen, kind);
-  const char *why = tf_check(h, st, 8192, &k, &b);
+  rmx__tf_hdr(h, blen, kind);
+  const char *why = rmx__tf_check(h, st, 8192, &k, &b);
   assert_int_equal(k, kind);
   assert_int_equal(b, blen);
   return why;
@@ -77,11 +77,11 @@ static void unknown_kinds_and_set_bits_are_refused(void **state)
   uint8_t h[TF_HDR], k;
   uint32_t b;
   memcpy(h, "GET / HT", TF_HDR); /* kind 'H': an rmx frame's kind, but not first */
-  assert_non_null(tf_check(h, TC_WAIT_HELLO, 8192, &k, &b));
+  assert_non_null(rmx__tf_check(h, TC_WAIT_HELLO, 8192, &k, &b));
   for (int i = 5; i < TF_HDR; i++) {
-    tf_hdr(h, TF_RDREQ_LEN, TF_RD_REQ);
+    rmx__tf_hdr(h, TF_RDREQ_LEN, TF_RD_REQ);
     h[i] = 1;
-    assert_non_null(tf_check(h, TC_UP, 8192, &k, &b));
+    assert_non_null(rmx__tf_check(h, TC_UP, 8192, &k, &b));
   }
   for (int kind = TF_AT_RESP + 1; kind < TF_FRAME; kind++)
     assert_non_null(check(TC_UP, (uint8_t)kind, 0));
@@ -92,8 +92,8 @@ static void unknown_kinds_and_set_bits_are_refused(void **state)
 static const char *frame_check(tc_state_t st, const uint8_t rmx_hdr[TF_HDR], uint32_t *blen)
 {
   uint8_t h[TF_HDR], k;
-  tf_frame_hdr(h, rmx_hdr);
-  const char *why = tf_check(h, st, 8192, &k, blen);
+  rmx__tf_frame_hdr(h, rmx_hdr);
+  const char *why = rmx__tf_check(h, st, 8192, &k, blen);
   assert_int_equal(k, TF_FRAME);
   return why;
 }
@@ -105,19 +105,19 @@ static void rmx_frames_carry_their_header(void **state)
   const uint8_t wire[TF_HDR] = {5, 0, 0, 0, 0x11, 0, 3, 0};
   uint8_t h[TF_HDR], k;
   uint32_t b;
-  tf_frame_hdr(h, data);
+  rmx__tf_frame_hdr(h, data);
   assert_memory_equal(h, wire, TF_HDR);
-  assert_null(tf_check(h, TC_UP, 8192, &k, &b));
+  assert_null(rmx__tf_check(h, TC_UP, 8192, &k, &b));
   assert_int_equal(k, TF_FRAME);
   assert_int_equal(b, 5);
-  tf_frame_unhdr(h);
+  rmx__tf_frame_unhdr(h);
   assert_memory_equal(h, data, TF_HDR);
 
   /* every type, flag and credit value goes through unchanged */
   const uint8_t odd[TF_HDR] = {7, 0xa5, 0x34, 0x12, 0, 0, 0, 0};
-  tf_frame_hdr(h, odd);
+  rmx__tf_frame_hdr(h, odd);
   assert_int_equal(h[4], TF_FRAME + 7);
-  tf_frame_unhdr(h);
+  rmx__tf_frame_unhdr(h);
   assert_memory_equal(h, odd, TF_HDR);
 
   /* the body may fill a receive buffer with the frame's header, no more */

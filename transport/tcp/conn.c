@@ -3,7 +3,7 @@
  * TCP connections: their life from the socket to CLOSED, the handshake
  * (HELLO, then HELLO_ACK or REJECT) within the connect timeout, and the
  * frames of an open connection, handed to the core, the initiator or the
- * target. Which frame may come in which state is frame.c's (tf_check).
+ * target. Which frame may come in which state is frame.c's (rmx__tf_check).
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,7 +33,7 @@ static int establish_early(rmx_tp_conn_t *tc)
   return !tc->closing && !tc->dead;
 }
 
-void tcp_conn_acked(rmx_tp_conn_t *tc, int status)
+void rmx__tcp_conn_acked(rmx_tp_conn_t *tc, int status)
 {
   if (status == 0 && !tc->established && !tc->closing && !tc->dead)
     establish(tc, NULL, 0);
@@ -44,7 +44,7 @@ static void timer_cb(uv_timer_t *t)
   rmx_tp_conn_t *tc = t->data;
   char peer[80] = "?";
   if (tc->tp->env->log_level >= RMX_LOG_WARN)
-    tcp_peer(tc, peer, sizeof(peer));
+    rmx__tcp_peer(tc, peer, sizeof(peer));
   /* An incoming peer can open silent connections at will. */
   if (tc->passive)
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_handshakes, uv_now(tc->tp->loop), WARN,
@@ -53,12 +53,12 @@ static void timer_cb(uv_timer_t *t)
   else
     RMX_TP_LOG(tc->tp->env, WARN, "tcp: handshake with %s not finished within %u ms", peer,
                tc->tp->env->cfg->connect_timeout_ms);
-  tcp_fail(tc, RMX_ETIMEDOUT);
+  rmx__tcp_fail(tc, RMX_ETIMEDOUT);
 }
 
 /* ---- life ---- */
 
-rmx_tp_conn_t *tcp_conn_new(rmx_tp_t *tp)
+rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp)
 {
   const rmx_config_t *cfg = tp->env->cfg;
   rmx_tp_conn_t *tc = calloc(1, sizeof(*tc));
@@ -89,10 +89,10 @@ rmx_tp_conn_t *tcp_conn_new(rmx_tp_t *tp)
 }
 
 /* Both handles are closed: every op is reported, then CLOSED. */
-void tcp_conn_free(rmx_tp_conn_t *tc)
+void rmx__tcp_conn_free(rmx_tp_conn_t *tc)
 {
-  tcp_pend_cancel(tc);
-  tcp_target_drop(tc);
+  rmx__tcp_pend_cancel(tc);
+  rmx__tcp_target_drop(tc);
   if (tc->owner)
     tc_ev(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
   rmx_list_del(&tc->tp_link);
@@ -110,7 +110,7 @@ void tcp_conn_free(rmx_tp_conn_t *tc)
  * only reads, for example a large read response coming in (keepalive
  * probes). Failures to set them are harmless: the frames still work.
  */
-void tcp_sock_opts(rmx_tp_conn_t *tc)
+void rmx__tcp_sock_opts(rmx_tp_conn_t *tc)
 {
   const rmx_config_t *cfg = tc->tp->env->cfg;
   uv_os_fd_t fd;
@@ -136,24 +136,24 @@ static void connect_cb(uv_connect_t *req, int status)
   if (status == UV_ECANCELED || tc->closing)
     return;
   if (status) {
-    tcp_fail(tc, rmx__uv_err(status));
+    rmx__tcp_fail(tc, rmx__uv_err(status));
     return;
   }
-  tcp_sock_opts(tc);
-  if ((rc = tcp_write_small(tc, W_CTRL, TF_HELLO, tc->hello, tc->hello_len)) != 0 ||
-      (rc = rmx__uv_err(tcp_read_start(tc))) != 0) {
-    tcp_fail(tc, rc);
+  rmx__tcp_sock_opts(tc);
+  if ((rc = rmx__tcp_write_small(tc, W_CTRL, TF_HELLO, tc->hello, tc->hello_len)) != 0 ||
+      (rc = rmx__uv_err(rmx__tcp_read_start(tc))) != 0) {
+    rmx__tcp_fail(tc, rc);
     return;
   }
   tc->state = TC_HELLO_SENT;
 }
 
-int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
+int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
                 void *owner, rmx_tp_conn_t **out)
 {
   if (len > TF_HELLO_MAX)
     return RMX_EINVAL;
-  rmx_tp_conn_t *tc = tcp_conn_new(tp);
+  rmx_tp_conn_t *tc = rmx__tcp_conn_new(tp);
   if (!tc)
     return RMX_ENOMEM;
   memcpy(tc->hello, hello, len);
@@ -162,7 +162,7 @@ int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size
   tc->creq.data = tc;
   int rc = uv_tcp_connect(&tc->creq, &tc->h, sa, connect_cb);
   if (rc) {
-    tcp_conn_close(tc);
+    rmx__tcp_conn_close(tc);
     return rmx__uv_err(rc);
   }
   tc->owner = owner;
@@ -170,7 +170,7 @@ int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size
   return 0;
 }
 
-int tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len)
+int rmx__tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len)
 {
   if (len > TF_HELLO_MAX)
     return RMX_EINVAL;
@@ -178,27 +178,27 @@ int tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len)
   tc->hello_len = len;
   tc->owner = owner;
   tc->state = TC_UP;
-  int rc = tcp_write_small(tc, W_HELLO_ACK, TF_HELLO_ACK, tc->hello, len);
+  int rc = rmx__tcp_write_small(tc, W_HELLO_ACK, TF_HELLO_ACK, tc->hello, len);
   if (rc)
     tc->owner = NULL;
   return rc;
 }
 
-void tcp_reject(rmx_tp_conn_t *tc, int status)
+void rmx__tcp_reject(rmx_tp_conn_t *tc, int status)
 {
   uint8_t body[TF_REJECT_LEN];
   tc->owner = NULL;
   tc->state = TC_REJECTING;
-  tf_reject_put(body, status);
+  rmx__tf_reject_put(body, status);
   uv_read_stop((uv_stream_t *)&tc->h);
-  if (tcp_write_small(tc, W_REJECT, TF_REJECT, body, sizeof(body)) != 0)
-    tcp_conn_close(tc);
+  if (rmx__tcp_write_small(tc, W_REJECT, TF_REJECT, body, sizeof(body)) != 0)
+    rmx__tcp_conn_close(tc);
 }
 
-void tcp_ready(rmx_tp_conn_t *tc) { tc->ready = 1; }
+void rmx__tcp_ready(rmx_tp_conn_t *tc) { tc->ready = 1; }
 
 /* Every TCP connection can do atomics: the target runs them. */
-unsigned tcp_caps(rmx_tp_conn_t *tc) { return RMX_TP_CAP_ATOMIC; }
+unsigned rmx__tcp_caps(rmx_tp_conn_t *tc) { return RMX_TP_CAP_ATOMIC; }
 
 /* ---- frames ---- */
 
@@ -222,13 +222,13 @@ static int remote_allowed(rmx_tp_conn_t *tc)
   if (!tc->ready && !tc->established && !establish_early(tc))
     return 0;
   if (!tc->ready) {
-    tcp_proto_fail(tc, "remote request before the peer was accepted (authenticated)");
+    rmx__tcp_proto_fail(tc, "remote request before the peer was accepted (authenticated)");
     return 0;
   }
   return 1;
 }
 
-void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
+void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
 {
   switch (kind) {
   case TF_HELLO:
@@ -239,8 +239,8 @@ void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32
     establish(tc, body, blen);
     break;
   case TF_REJECT: {
-    int32_t st = tf_reject_get(body);
-    tcp_fail(tc, rmx_reject_status(st));
+    int32_t st = rmx__tf_reject_get(body);
+    rmx__tcp_fail(tc, rmx_reject_status(st));
     break;
   }
   case TF_FRAME:
@@ -252,10 +252,10 @@ void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32
   case TF_WR_REQ:
   case TF_AT_REQ:
     if (remote_allowed(tc))
-      tcp_serve(tc, kind, body, blen);
+      rmx__tcp_serve(tc, kind, body, blen);
     break;
   default: /* the responses */
-    tcp_on_resp(tc, kind, body, blen);
+    rmx__tcp_on_resp(tc, kind, body, blen);
     break;
   }
 }

@@ -6,7 +6,7 @@
 
 #include "../../src/base/bytes.h"
 
-void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind)
+void rmx__tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind)
 {
   rmx_put32(p, blen);
   p[4] = kind;
@@ -15,7 +15,7 @@ void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind)
 }
 
 /* The rmx frame header: u8 type, u8 flags, u16 credits, u32 body length. */
-void tf_frame_hdr(uint8_t *p, const uint8_t *frame)
+void rmx__tf_frame_hdr(uint8_t *p, const uint8_t *frame)
 {
   rmx_put32(p, rmx_get32(frame + 4));
   p[4] = (uint8_t)(TF_FRAME + frame[0]);
@@ -23,7 +23,7 @@ void tf_frame_hdr(uint8_t *p, const uint8_t *frame)
   memcpy(p + 6, frame + 2, 2);
 }
 
-void tf_frame_unhdr(uint8_t *p)
+void rmx__tf_frame_unhdr(uint8_t *p)
 {
   uint8_t h[TF_HDR];
   h[0] = (uint8_t)(p[4] - TF_FRAME);
@@ -70,7 +70,7 @@ static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, siz
   }
 }
 
-const char *tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uint8_t *kind,
+const char *rmx__tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uint8_t *kind,
                      uint32_t *blen)
 {
   *blen = rmx_get32(hdr);
@@ -80,25 +80,26 @@ const char *tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uin
     if (state != TC_UP)
       return state == TC_WAIT_HELLO ? "not an rmx peer (bad first frame)"
                                     : "message before the handshake";
-    return *blen > max_frame - TF_HDR ? /* the frame's header is TF_HDR too */ "message frame larger than the receive buffers" : NULL;
+    /* the frame's header is TF_HDR too */
+    return *blen > max_frame - TF_HDR ? "message frame larger than the receive buffers" : NULL;
   }
   if (hdr[5] || rmx_get16(hdr + 6))
     return "frame flags or reserved bits set";
   return kind_check(state, *kind, *blen, max_frame);
 }
 
-size_t tf_buffered(uint8_t kind, uint32_t blen)
+size_t rmx__tf_buffered(uint8_t kind, uint32_t blen)
 {
   return kind == TF_RD_RESP ? TF_RESP_SUB : kind == TF_WR_REQ ? TF_WRREQ_SUB : blen;
 }
 
 /* RD_REQ and WR_REQ: id, addr, len, key, then WR_REQ's flags, imm. AT_REQ:
  * id, addr, key, op, pad, compare/add, swap. */
-size_t tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r)
+size_t rmx__tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r)
 {
   uint8_t *b = p + TF_HDR;
   size_t sub = kind == TF_RD_REQ ? TF_RDREQ_LEN : kind == TF_WR_REQ ? TF_WRREQ_SUB : TF_ATREQ_LEN;
-  tf_hdr(p, (uint32_t)(kind == TF_WR_REQ ? sub + r->len : sub), kind);
+  rmx__tf_hdr(p, (uint32_t)(kind == TF_WR_REQ ? sub + r->len : sub), kind);
   rmx_put64(b, r->id);
   rmx_put64(b + 8, r->addr);
   if (kind == TF_AT_REQ) {
@@ -118,7 +119,7 @@ size_t tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r)
   return TF_HDR + sub;
 }
 
-void tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r)
+void rmx__tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r)
 {
   *r = (tf_req_t){.id = rmx_get64(b), .addr = rmx_get64(b + 8)};
   if (kind == TF_AT_REQ) {
@@ -138,11 +139,11 @@ void tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r)
 }
 
 /* id, status, then AT_RESP's pad (0) and old value. */
-size_t tf_resp_put(uint8_t *p, uint8_t kind, const tf_resp_t *r, size_t dlen)
+size_t rmx__tf_resp_put(uint8_t *p, uint8_t kind, const tf_resp_t *r, size_t dlen)
 {
   uint8_t *b = p + TF_HDR;
   size_t sub = kind == TF_AT_RESP ? TF_ATRESP_LEN : TF_RESP_SUB;
-  tf_hdr(p, (uint32_t)(sub + dlen), kind);
+  rmx__tf_hdr(p, (uint32_t)(sub + dlen), kind);
   rmx_put64(b, r->id);
   rmx_put32(b + 8, (uint32_t)r->status);
   if (kind == TF_AT_RESP) {
@@ -152,13 +153,13 @@ size_t tf_resp_put(uint8_t *p, uint8_t kind, const tf_resp_t *r, size_t dlen)
   return TF_HDR + sub;
 }
 
-void tf_resp_get(const uint8_t *b, uint8_t kind, tf_resp_t *r)
+void rmx__tf_resp_get(const uint8_t *b, uint8_t kind, tf_resp_t *r)
 {
   r->id = rmx_get64(b);
   r->status = (int32_t)rmx_get32(b + 8);
   r->old = kind == TF_AT_RESP ? rmx_get64(b + 16) : 0;
 }
 
-void tf_reject_put(uint8_t *b, int32_t status) { rmx_put32(b, (uint32_t)status); }
+void rmx__tf_reject_put(uint8_t *b, int32_t status) { rmx_put32(b, (uint32_t)status); }
 
-int32_t tf_reject_get(const uint8_t *b) { return (int32_t)rmx_get32(b); }
+int32_t rmx__tf_reject_get(const uint8_t *b) { return (int32_t)rmx_get32(b); }

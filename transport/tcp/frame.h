@@ -45,21 +45,21 @@ typedef enum {
 } tc_state_t;
 
 /* Write a frame header. */
-void tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind);
+void rmx__tf_hdr(uint8_t *p, uint32_t blen, uint8_t kind);
 
 /* The stream header of an rmx frame, from the frame's own header (8 bytes,
  * its body length already checked by the caller), and back: in place, the
  * stream header becomes the frame's header. */
-void tf_frame_hdr(uint8_t *p, const uint8_t *frame);
-void tf_frame_unhdr(uint8_t *p);
+void rmx__tf_frame_hdr(uint8_t *p, const uint8_t *frame);
+void rmx__tf_frame_unhdr(uint8_t *p);
 
 /*
- * How much of a body (blen bytes, checked by tf_check) is buffered before
+ * How much of a body (blen bytes, checked by rmx__tf_check) is buffered before
  * its frame is handled: all of it, but for the payloads that stream (a
  * read response's data, a write request's data), which go from the socket
  * straight to where they belong: of those, only the part before the data.
  */
-size_t tf_buffered(uint8_t kind, uint32_t blen);
+size_t rmx__tf_buffered(uint8_t kind, uint32_t blen);
 
 /* A request's fixed part (RD_REQ, WR_REQ, AT_REQ); each kind has the
  * fields its body has. */
@@ -82,18 +82,18 @@ typedef struct tf_resp {
 /* Write the header and fixed part of a request at p (room for TF_HDR +
  * TF_ATREQ_LEN); a write's len bytes of data follow it on the stream.
  * Returns the bytes written. */
-size_t tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r);
+size_t rmx__tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r);
 /* Read the fixed part of a request's body. */
-void tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r);
+void rmx__tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r);
 /* Write the header and fixed part of a response at p, with dlen bytes of
  * read data after it on the stream. Returns the bytes written. */
-size_t tf_resp_put(uint8_t *p, uint8_t kind, const tf_resp_t *r, size_t dlen);
+size_t rmx__tf_resp_put(uint8_t *p, uint8_t kind, const tf_resp_t *r, size_t dlen);
 /* Read the fixed part of a response's body. */
-void tf_resp_get(const uint8_t *b, uint8_t kind, tf_resp_t *r);
+void rmx__tf_resp_get(const uint8_t *b, uint8_t kind, tf_resp_t *r);
 
 /* A REJECT's body. */
-void tf_reject_put(uint8_t *b, int32_t status);
-int32_t tf_reject_get(const uint8_t *b);
+void rmx__tf_reject_put(uint8_t *b, int32_t status);
+int32_t rmx__tf_reject_get(const uint8_t *b);
 
 /*
  * May a frame with this header come now? hdr: its TF_HDR bytes; state: the
@@ -101,7 +101,7 @@ int32_t tf_reject_get(const uint8_t *b);
  * side accepts. NULL if so, else why not (a static string for the log);
  * *kind and *blen are set either way, *kind to TF_FRAME for any rmx frame.
  */
-const char *tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uint8_t *kind,
+const char *rmx__tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uint8_t *kind,
                      uint32_t *blen);
 
 #endif

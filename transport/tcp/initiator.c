@@ -40,23 +40,23 @@ static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *d
   if (tc->dead || tc->closing || tc->state != TC_UP)
     return RMX_ENOTCONN;
   rd_t *rd = pend_new(tc, kind, op);
-  wreq_t *w = rd ? tcp_wreq_get(tc, W_CTRL, NULL) : NULL;
+  wreq_t *w = rd ? rmx__tcp_wreq_get(tc, W_CTRL, NULL) : NULL;
   if (!w) {
     if (rd)
       RD_PUT(tc->tp, rd);
     return RMX_ENOMEM;
   }
   r->id = rd->id;
-  size_t head = tf_req_put(w->hdr, kind, r);
+  size_t head = rmx__tf_req_put(w->hdr, kind, r);
   uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)head),
                       uv_buf_init((char *)(uintptr_t)data, (unsigned)r->len)};
-  tcp_batch_add(tc, w, bufs, kind == TF_WR_REQ && r->len ? 2 : 1);
+  rmx__tcp_batch_add(tc, w, bufs, kind == TF_WR_REQ && r->len ? 2 : 1);
   rmx_list_push(&tc->rd_pending, &rd->link);
   *out = rd;
   return 0;
 }
 
-int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
+int rmx__tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
              uint64_t rkey, void *op)
 {
   tf_req_t r = {.addr = raddr, .len = len, .key = rkey};
@@ -70,7 +70,7 @@ int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, ui
   return rc;
 }
 
-int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+int rmx__tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
               uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
 {
   tf_req_t r = {.addr = raddr, .len = len, .key = rkey, .flags = imm ? 1 : 0,
@@ -82,7 +82,7 @@ int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_
   return pend_post(tc, TF_WR_REQ, &r, src, op, &rd);
 }
 
-int tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+int rmx__tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
                uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
 {
   tf_req_t r = {.addr = raddr, .key = rkey, .op = (uint32_t)kind, .cmp_add = cmp_add,
@@ -113,7 +113,7 @@ static rd_t *pend_head(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
 }
 
 /* Reads still owed an answer complete now, before CLOSED. */
-void tcp_pend_cancel(rmx_tp_conn_t *tc)
+void rmx__tcp_pend_cancel(rmx_tp_conn_t *tc)
 {
   rmx_list_t *n;
   while ((n = rmx_list_pop(&tc->rd_pending)) != NULL) {
@@ -141,11 +141,11 @@ static void on_rd_resp(rmx_tp_conn_t *tc, const tf_resp_t *r, uint32_t blen)
   rd_t *rd = pend_head(tc, TF_RD_REQ, r->id);
 
   if (!rd) {
-    tcp_proto_fail(tc, "read response for no outstanding read");
+    rmx__tcp_proto_fail(tc, "read response for no outstanding read");
     return;
   }
   if (r->status ? (dlen != 0 || r->status > 0) : (dlen > rd->len - rd->got || (!dlen && rd->len))) {
-    tcp_proto_fail(tc, "read response of the wrong length");
+    rmx__tcp_proto_fail(tc, "read response of the wrong length");
     return;
   }
   if (r->status) {
@@ -154,21 +154,21 @@ static void on_rd_resp(rmx_tp_conn_t *tc, const tf_resp_t *r, uint32_t blen)
   }
   tc->sink = (sink_t){.dst = rd->dst + rd->got, .left = dlen, .done = rd_landed, .rd = rd};
   rd->got += dlen;
-  tcp_sink_start(tc);
+  rmx__tcp_sink_start(tc);
 }
 
 /* A response: to the oldest outstanding request, or the peer is cut off. */
-void tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
+void rmx__tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
 {
   tf_resp_t r;
-  tf_resp_get(body, kind, &r);
+  rmx__tf_resp_get(body, kind, &r);
   if (kind == TF_RD_RESP) {
     on_rd_resp(tc, &r, blen);
     return;
   }
   rd_t *rd = pend_head(tc, kind == TF_WR_RESP ? TF_WR_REQ : TF_AT_REQ, r.id);
   if (!rd) {
-    tcp_proto_fail(tc, kind == TF_WR_RESP ? "write response for no outstanding write"
+    rmx__tcp_proto_fail(tc, kind == TF_WR_RESP ? "write response for no outstanding write"
                                           : "atomic response for no outstanding atomic");
     return;
   }

@@ -31,11 +31,11 @@ static void tc_handle_closed(uv_handle_t *h)
   tc->tp->up->closed(tc);
 }
 
-void tcp_conn_close(rmx_tp_conn_t *tc)
+void rmx__tcp_conn_close(rmx_tp_conn_t *tc)
 {
   if (tc->closing)
     return;
-  tcp_flush(tc); /* posted sends are written or cancelled with the rest */
+  rmx__tcp_flush(tc); /* posted sends are written or cancelled with the rest */
   tc->closing = 1;
   if (tc->tp->hot == tc)
     tc->tp->hot = NULL;
@@ -53,7 +53,7 @@ static void finish_shut(uv_shutdown_t *req, int status)
 {
   rmx_tp_conn_t *tc = req->data;
   if (status && !tc->closing)
-    tcp_conn_close(tc); /* the write side did not drain: nothing left to wait for */
+    rmx__tcp_conn_close(tc); /* the write side did not drain: nothing left to wait for */
 }
 
 /*
@@ -64,32 +64,32 @@ static void finish_shut(uv_shutdown_t *req, int status)
  * return, a keepalive), makes the kernel answer with a reset and drop what
  * it had not sent yet, BYE included. Until the peer's end, its bytes are
  * read and dropped. The owner's close deadline bounds the wait
- * (tcp_conn_close then cuts it short).
+ * (rmx__tcp_conn_close then cuts it short).
  */
-void tcp_conn_finish(rmx_tp_conn_t *tc)
+void rmx__tcp_conn_finish(rmx_tp_conn_t *tc)
 {
   if (tc->dead || tc->closing || tc->state != TC_UP) {
-    tcp_conn_close(tc);
+    rmx__tcp_conn_close(tc);
     return;
   }
-  tcp_flush(tc);
+  rmx__tcp_flush(tc);
   tc->state = TC_FINISHING;
   tc->sinking = 0; /* a payload still streaming in is dropped too */
   tc->rpos = tc->rlen = 0;
   tc->sreq.data = tc;
   if (uv_shutdown(&tc->sreq, (uv_stream_t *)&tc->h, finish_shut) != 0)
-    tcp_conn_close(tc);
+    rmx__tcp_conn_close(tc);
 }
 
 /* I/O is over for this connection: tell the owner once, or just close. */
-void tcp_fail(rmx_tp_conn_t *tc, int status)
+void rmx__tcp_fail(rmx_tp_conn_t *tc, int status)
 {
   if (tc->dead || tc->closing)
     return;
   if (status == RMX_ECONNRESET && tc->spin_err) /* the socket's own cause, */
-    status = rmx__uv_err(tc->spin_err);         /* which tcp_spin took off it */
+    status = rmx__uv_err(tc->spin_err);         /* which rmx__tcp_spin took off it */
   if (tc->state == TC_FINISHING) { /* the peer's end (or a reset): done */
-    tcp_conn_close(tc);
+    rmx__tcp_conn_close(tc);
     return;
   }
   tc->dead = 1;
@@ -97,11 +97,11 @@ void tcp_fail(rmx_tp_conn_t *tc, int status)
   if (tc->owner)
     tc_ev(tc, RMX_TP_EV_DISCONNECTED, status, NULL, NULL, 0);
   else
-    tcp_conn_close(tc);
+    rmx__tcp_conn_close(tc);
 }
 
 /* The peer's address for the log, or "?". */
-const char *tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
+const char *rmx__tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
 {
   struct sockaddr_storage ss;
   int len = sizeof(ss);
@@ -110,22 +110,22 @@ const char *tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
   return rmx__sa_str((struct sockaddr *)&ss, buf, size);
 }
 
-void tcp_proto_fail(rmx_tp_conn_t *tc, const char *why)
+void rmx__tcp_proto_fail(rmx_tp_conn_t *tc, const char *why)
 {
   char peer[80] = "?";
   if (tc->tp->env->log_level >= RMX_LOG_ERROR)
-    tcp_peer(tc, peer, sizeof(peer));
+    rmx__tcp_peer(tc, peer, sizeof(peer));
   if (tc->passive && tc->state == TC_WAIT_HELLO) /* not rmx at all (a port scan, HTTP) */
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_hello, uv_now(tc->tp->loop), ERROR,
                        "tcp: refusing incoming peer %s before its hello: %s", peer, why);
   else
     RMX_TP_LOG(tc->tp->env, ERROR, "tcp: closing connection with %s: %s", peer, why);
-  tcp_fail(tc, RMX_EPROTO);
+  rmx__tcp_fail(tc, RMX_EPROTO);
 }
 
 /* ---- writing ---- */
 
-wreq_t *tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op)
+wreq_t *rmx__tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op)
 {
   wreq_t *w = rec_get(&tc->tp->free_w, &tc->tp->nfree_w, sizeof(*w));
   if (!w)
@@ -156,7 +156,7 @@ static void wreq_done(rmx_tp_conn_t *tc, wreq_t *w, int rc)
     tc->tp->up->acked(tc, rc);
     break;
   case W_REJECT:
-    tcp_conn_close(tc);
+    rmx__tcp_conn_close(tc);
     break;
   case W_CTRL:
     break;
@@ -178,7 +178,7 @@ static void write_cb(uv_write_t *req, int status)
     wreq_done(tc, w, rc);
   }
   if (rc && rc != RMX_ECANCELED && kind != W_REJECT)
-    tcp_fail(tc, rc);
+    rmx__tcp_fail(tc, rc);
 }
 
 /* ---- what ends from the loop ---- */
@@ -210,7 +210,7 @@ static void tcp_later_cb(uv_idle_t *h)
     rmx_tp_conn_t *tc = rmx_container_of(n, rmx_tp_conn_t, later_link);
     ended_report(tc);
     if (tc->fail_later)
-      tcp_fail(tc, tc->fail_later);
+      rmx__tcp_fail(tc, tc->fail_later);
   }
   if (rmx_list_empty(&tp->laterq))
     uv_idle_stop(h);
@@ -242,7 +242,7 @@ static void ended_add(rmx_tp_conn_t *tc, wreq_t *first, wreq_t *last, int status
 
 /* End the connection with status from the loop, not from inside the call
  * that found the failure; the first cause is the one reported. */
-void tcp_fail_later(rmx_tp_conn_t *tc, int status)
+void rmx__tcp_fail_later(rmx_tp_conn_t *tc, int status)
 {
   if (tc->closing || tc->fail_later)
     return;
@@ -259,9 +259,9 @@ static int uv_write_counted(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, 
   return r;
 }
 
-int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
+int rmx__tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
-  tcp_flush(tc); /* frames leave in the order they were made */
+  rmx__tcp_flush(tc); /* frames leave in the order they were made */
   int rc = uv_write_counted(tc, w, bufs, n);
   if (rc) {
     W_PUT(tc->tp, w);
@@ -275,11 +275,11 @@ int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
  * all: 1, and w is released. What the socket cannot take goes through
  * uv_write (0), and its end comes through write_cb. An error: w released.
  */
-int tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
+int rmx__tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
   size_t total = 0, skip;
   unsigned i = 0;
-  tcp_flush(tc);
+  rmx__tcp_flush(tc);
   for (unsigned k = 0; k < n; k++)
     total += bufs[k].len;
   int r = uv_try_write((uv_stream_t *)&tc->h, bufs, n); /* EAGAIN while writes queue */
@@ -297,30 +297,30 @@ int tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
     skip -= bufs[i].len;
   bufs[i].base += skip;
   bufs[i].len -= skip;
-  return tcp_write_bufs(tc, w, bufs + i, n - i);
+  return rmx__tcp_write_bufs(tc, w, bufs + i, n - i);
 }
 
 /* A frame whose body is small and lives in the request itself. */
-int tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
+int rmx__tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
                     size_t blen)
 {
-  wreq_t *w = tcp_wreq_get(tc, kind, NULL);
+  wreq_t *w = rmx__tcp_wreq_get(tc, kind, NULL);
   if (!w)
     return RMX_ENOMEM;
   uint8_t *b = blen <= TF_RDREQ_LEN ? w->hdr : NULL;
-  tf_hdr(w->hdr, (uint32_t)blen, fkind);
+  rmx__tf_hdr(w->hdr, (uint32_t)blen, fkind);
   uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, TF_HDR),
                       uv_buf_init((char *)body, (unsigned)blen)};
   if (b) {
     memcpy(w->hdr + TF_HDR, body, blen);
     bufs[0].len += blen;
-    return tcp_write_bufs(tc, w, bufs, 1);
+    return rmx__tcp_write_bufs(tc, w, bufs, 1);
   }
   /* Larger bodies (hellos) live in tc->hello, which outlives the write. */
-  return tcp_write_bufs(tc, w, bufs, 2);
+  return rmx__tcp_write_bufs(tc, w, bufs, 2);
 }
 
-int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
+int rmx__tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
 {
   uv_buf_t bufs[1 + RMX_TP_MAX_SGE];
   size_t total = 0;
@@ -343,20 +343,20 @@ int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
     return RMX_EMSGSIZE;
   if (rmx_get32(frame + 4) != total - TF_HDR || frame[0] > 255 - TF_FRAME)
     return RMX_EINVAL;
-  wreq_t *w = tcp_wreq_get(tc, W_SEND, op);
+  wreq_t *w = rmx__tcp_wreq_get(tc, W_SEND, op);
   if (!w)
     return RMX_ENOMEM;
-  tf_frame_hdr(w->hdr, frame);
+  rmx__tf_frame_hdr(w->hdr, frame);
   bufs[0] = uv_buf_init((char *)w->hdr, TF_HDR);
-  tcp_batch_add(tc, w, bufs, nb);
+  rmx__tcp_batch_add(tc, w, bufs, nb);
   return 0;
 }
 
 /* A frame for the batch the owner's next flush writes (n <= 4 buffers). */
-void tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n)
+void rmx__tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n)
 {
   if (tc->bq_n + n > TC_BATCH_BUFS)
-    tcp_flush(tc);
+    rmx__tcp_flush(tc);
   memcpy(tc->bq_bufs + tc->bq_n, bufs, n * sizeof(bufs[0]));
   tc->bq_n += n;
   if (tc->bq_last)
@@ -374,7 +374,7 @@ void tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned 
  * allocation per batch, not per message). A batch the socket or libuv
  * refuses fails from the loop, and the connection with it.
  */
-void tcp_flush(rmx_tp_conn_t *tc)
+void rmx__tcp_flush(rmx_tp_conn_t *tc)
 {
   wreq_t *w = tc->bq_first, *last = tc->bq_last;
   uv_buf_t *bufs = tc->bq_bufs;
@@ -403,7 +403,7 @@ void tcp_flush(rmx_tp_conn_t *tc)
       return;
   }
   ended_add(tc, w, last, rmx__uv_err(r));
-  tcp_fail_later(tc, rmx__uv_err(r));
+  rmx__tcp_fail_later(tc, rmx__uv_err(r));
 }
 
 /* ---- reading ---- */
@@ -416,7 +416,7 @@ static void sink_done(rmx_tp_conn_t *tc)
 
 /* Stream the payload tc->sink describes: take what the read buffer already
  * holds, then the rest from the socket. */
-void tcp_sink_start(rmx_tp_conn_t *tc)
+void rmx__tcp_sink_start(rmx_tp_conn_t *tc)
 {
   sink_t *k = &tc->sink;
   size_t have = tc->rlen - tc->rpos;
@@ -476,17 +476,18 @@ static void parse(rmx_tp_conn_t *tc)
     uint8_t *p = tc->rbuf + tc->rpos;
     uint32_t blen;
     uint8_t kind;
-    const char *why = tf_check(p, tc->state, tc->max_frame, &kind, &blen);
+    const char *why = rmx__tf_check(p, tc->state, tc->max_frame, &kind, &blen);
     if (why) {
-      tcp_proto_fail(tc, why);
+      rmx__tcp_proto_fail(tc, why);
       return;
     }
-    size_t head = TF_HDR + tf_buffered(kind, blen); /* a payload that streams: its sink takes it */
+    /* a payload that streams: its sink takes it */
+    size_t head = TF_HDR + rmx__tf_buffered(kind, blen);
     if (avail < head)
       break;
     tc->rpos += head;
     if (kind == TF_FRAME) { /* the stream header becomes the frame's own */
-      tf_frame_unhdr(p);
+      rmx__tf_frame_unhdr(p);
       tc->tp->up->frame(tc, kind, p, TF_HDR + blen);
     } else {
       tc->tp->up->frame(tc, kind, p + TF_HDR, blen);
@@ -499,7 +500,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
   rmx_tp_conn_t *tc = s->data;
   (void)buf;
   if (nread < 0) {
-    tcp_fail(tc, nread == UV_EOF ? RMX_ECONNRESET : rmx__uv_err((int)nread));
+    rmx__tcp_fail(tc, nread == UV_EOF ? RMX_ECONNRESET : rmx__uv_err((int)nread));
     return;
   }
   if (tc->state == TC_FINISHING)
@@ -525,7 +526,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
  * is left to libuv's read, which reports it in order. An error recv
  * returns is taken off the socket (libuv's reads and writes then find
  * only the end): it is kept, and the connection's end reports it. */
-int tcp_spin(rmx_tp_t *tp)
+int rmx__tcp_spin(rmx_tp_t *tp)
 {
   rmx_tp_conn_t *tc = tp->hot;
   uv_os_fd_t fd;
@@ -545,7 +546,7 @@ int tcp_spin(rmx_tp_t *tp)
   return 1;
 }
 
-int tcp_read_start(rmx_tp_conn_t *tc)
+int rmx__tcp_read_start(rmx_tp_conn_t *tc)
 {
   return uv_read_start((uv_stream_t *)&tc->h, alloc_cb, read_cb);
 }

@@ -24,7 +24,7 @@
 
 /* ---- registrations ---- */
 
-rmx_tp_mem_t *tcp_mem_find(rmx_tp_t *tp, uint64_t key)
+rmx_tp_mem_t *rmx__tcp_mem_find(rmx_tp_t *tp, uint64_t key)
 {
   rmx_list_t *head = &tp->mem[key % MEM_BUCKETS], *n;
   rmx_list_foreach(n, head) {
@@ -49,7 +49,7 @@ static void refused(rmx_tp_conn_t *tc, const char *what, uint64_t len, uint64_t 
 {
   char peer[80] = "?";
   if (tc->tp->env->log_level >= RMX_LOG_WARN)
-    tcp_peer(tc, peer, sizeof(peer));
+    rmx__tcp_peer(tc, peer, sizeof(peer));
   RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), WARN,
                      "tcp: refused a remote %s of %llu bytes at 0x%llx from %s: %s", what,
                      (unsigned long long)len, (unsigned long long)addr, peer,
@@ -60,7 +60,7 @@ static void refused(rmx_tp_conn_t *tc, const char *what, uint64_t len, uint64_t 
 static rmx_tp_mem_t *check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr, uint64_t len,
                                   unsigned need, const char *what, int32_t *status)
 {
-  rmx_tp_mem_t *m = tcp_mem_find(tc->tp, key);
+  rmx_tp_mem_t *m = rmx__tcp_mem_find(tc->tp, key);
   *status = 0;
   if (!m || (m->scope && m->scope != tc->serial) || !(m->access & need) || addr < m->addr ||
       len > m->len || addr - m->addr > m->len - len)
@@ -76,12 +76,12 @@ static rmx_tp_mem_t *check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr
 static srv_t *srv_new(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
 {
   if (tc->nsrv >= tc->tp->env->cfg->rma_window) {
-    tcp_proto_fail(tc, "more remote requests outstanding than the window allows");
+    rmx__tcp_proto_fail(tc, "more remote requests outstanding than the window allows");
     return NULL;
   }
   srv_t *sv = rec_get(&tc->tp->free_srv, &tc->tp->nfree_srv, sizeof(*sv));
   if (!sv) {
-    tcp_fail(tc, RMX_ENOMEM);
+    rmx__tcp_fail(tc, RMX_ENOMEM);
     return NULL;
   }
   memset(sv, 0, sizeof(*sv));
@@ -103,7 +103,7 @@ static void srv_free(rmx_tp_conn_t *tc, srv_t *sv)
 
 /* The connection is being freed: requests we were serving go (their writes
  * were cancelled with the handle), and so does a streaming write's use. */
-void tcp_target_drop(rmx_tp_conn_t *tc)
+void rmx__tcp_target_drop(rmx_tp_conn_t *tc)
 {
   rmx_list_t *n;
   while ((n = rmx_list_pop(&tc->srvq)) != NULL)
@@ -140,7 +140,7 @@ static void resp_done(rmx_tp_conn_t *tc, srv_t *sv, int data, int last)
  * loop turn later when libuv would call back: the peer counts a request
  * until the response arrives, so the target must not count it longer, or
  * a peer that keeps the window could be cut off. What the socket cannot
- * take is done in tcp_resp_written.
+ * take is done in rmx__tcp_resp_written.
  */
 static void srv_pump(rmx_tp_conn_t *tc)
 {
@@ -158,13 +158,13 @@ static void srv_pump(rmx_tp_conn_t *tc)
     }
     if (sv->kind == TF_RD_RESP && sv->status == 0)
       chunk = sv->left < TF_CHUNK ? sv->left : TF_CHUNK;
-    wreq_t *w = tcp_wreq_get(tc, W_RESP, sv);
+    wreq_t *w = rmx__tcp_wreq_get(tc, W_RESP, sv);
     if (!w) {
-      tcp_fail(tc, RMX_ENOMEM);
+      rmx__tcp_fail(tc, RMX_ENOMEM);
       return;
     }
     tf_resp_t r = {.id = sv->id, .status = sv->status, .old = sv->old};
-    size_t head = tf_resp_put(w->hdr, sv->kind, &r, chunk);
+    size_t head = rmx__tf_resp_put(w->hdr, sv->kind, &r, chunk);
     uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)head),
                         uv_buf_init((char *)sv->addr, (unsigned)chunk)};
     if (chunk) {
@@ -180,7 +180,7 @@ static void srv_pump(rmx_tp_conn_t *tc)
       rmx_list_push(&tc->srv_sent, &sv->link);
     }
     int data = w->data, last = w->last;
-    int rc = tcp_write_now(tc, w, bufs, chunk ? 2 : 1);
+    int rc = rmx__tcp_write_now(tc, w, bufs, chunk ? 2 : 1);
     if (rc == 1) {
       resp_done(tc, sv, data, last);
     } else if (rc) {
@@ -188,13 +188,13 @@ static void srv_pump(rmx_tp_conn_t *tc)
         sv->inflight--;
         tc->chunks_out--;
       }
-      tcp_fail(tc, rc);
+      rmx__tcp_fail(tc, rc);
       return;
     }
   }
 }
 
-void tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int status)
+void rmx__tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int status)
 {
   resp_done(tc, op, data, last);
   if (status == 0)
@@ -204,7 +204,7 @@ void tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int statu
 /* ---- deregistration while served ---- */
 
 /* Does tc have data of m queued in its socket? */
-int tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m)
+int rmx__tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m)
 {
   rmx_list_t *lists[2] = {&tc->srvq, &tc->srv_sent}, *n;
   for (int i = 0; i < 2; i++)
@@ -220,7 +220,7 @@ int tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m)
  * write side now, so no write reads it again (they fail with EPIPE, which
  * the library's SIGPIPE setting makes harmless), and end the connection
  * from the loop (not from inside mem_dereg). */
-void tcp_cut_writes(rmx_tp_conn_t *tc)
+void rmx__tcp_cut_writes(rmx_tp_conn_t *tc)
 {
   uv_os_fd_t fd;
   char peer[80];
@@ -231,8 +231,8 @@ void tcp_cut_writes(rmx_tp_conn_t *tc)
     shutdown(fd, SHUT_WR);
   RMX_TP_LOG(tc->tp->env, WARN, "tcp: memory %s was reading was released while its data was being "
           "sent (a rendezvous FIN before the data arrived?): closing the connection",
-          tcp_peer(tc, peer, sizeof(peer)));
-  tcp_fail_later(tc, RMX_EACCES);
+          rmx__tcp_peer(tc, peer, sizeof(peer)));
+  rmx__tcp_fail_later(tc, RMX_EACCES);
 }
 
 /* ---- requests ---- */
@@ -257,7 +257,7 @@ static void serve_atomic(rmx_tp_conn_t *tc, const tf_req_t *r)
 {
   uint64_t old = 0;
   if (r->pad != 0) {
-    tcp_proto_fail(tc, "malformed atomic request");
+    rmx__tcp_proto_fail(tc, "malformed atomic request");
     return;
   }
   srv_t *sv = srv_new(tc, TF_AT_RESP, r->id);
@@ -317,7 +317,7 @@ static void write_check(rmx_tp_conn_t *tc)
 static void serve_write(rmx_tp_conn_t *tc, const tf_req_t *r, uint32_t blen)
 {
   if (r->len != blen - TF_WRREQ_SUB || (r->flags & ~1u)) {
-    tcp_proto_fail(tc, "malformed write request");
+    rmx__tcp_proto_fail(tc, "malformed write request");
     return;
   }
   srv_t *sv = srv_new(tc, TF_WR_RESP, r->id);
@@ -331,14 +331,14 @@ static void serve_write(rmx_tp_conn_t *tc, const tf_req_t *r, uint32_t blen)
   tc->sink = (sink_t){.dst = m ? (uint8_t *)(uintptr_t)r->addr : NULL, .left = r->len,
                       .check = write_check, .done = write_landed, .srv = sv, .m = m,
                       .has_imm = r->flags & 1, .imm = r->imm, .total = r->len};
-  tcp_sink_start(tc);
+  rmx__tcp_sink_start(tc);
 }
 
 /* A request from the peer, whom the core has accepted. */
-void tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
+void rmx__tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
 {
   tf_req_t r;
-  tf_req_get(body, kind, &r);
+  rmx__tf_req_get(body, kind, &r);
   if (kind == TF_RD_REQ)
     serve_read(tc, &r);
   else if (kind == TF_WR_REQ)

@@ -30,32 +30,32 @@ static void on_connection(uv_stream_t *server, int status)
     RMX_TP_LOG(l->tp->env, WARN, "tcp: accept failed: %s", uv_strerror(status));
     return;
   }
-  rmx_tp_conn_t *tc = tcp_conn_new(l->tp);
+  rmx_tp_conn_t *tc = rmx__tcp_conn_new(l->tp);
   if (!tc)
     return;
   tc->passive = 1;
   tc->state = TC_WAIT_HELLO;
   if (uv_accept(server, (uv_stream_t *)&tc->h) != 0) {
-    tcp_conn_close(tc);
+    rmx__tcp_conn_close(tc);
     return;
   }
   const rmx_config_t *cfg = l->tp->env->cfg;
   if (l->npending >= cfg->max_handshakes) {
     char peer[80] = "?";
     if (l->tp->env->log_level >= RMX_LOG_WARN)
-      tcp_peer(tc, peer, sizeof(peer));
+      rmx__tcp_peer(tc, peer, sizeof(peer));
     RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_handshakes, uv_now(l->tp->loop), WARN,
                        "tcp: %u handshakes in progress on a listener (RMX_MAX_HANDSHAKES): "
                        "dropping a new connection from %s", l->npending, peer);
-    tcp_conn_close(tc);
+    rmx__tcp_conn_close(tc);
     return;
   }
-  tcp_sock_opts(tc);
+  rmx__tcp_sock_opts(tc);
   tc->lst = l;
   l->npending++;
   rmx_list_push(&l->pending, &tc->lst_link);
-  if (tcp_read_start(tc) != 0)
-    tcp_conn_close(tc);
+  if (rmx__tcp_read_start(tc) != 0)
+    rmx__tcp_conn_close(tc);
 }
 
 static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
@@ -106,7 +106,7 @@ static void tcp_listen_close(rmx_tp_listener_t *l)
 {
   rmx_list_t *n;
   while ((n = l->pending.next) != &l->pending)
-    tcp_conn_close(rmx_container_of(n, rmx_tp_conn_t, lst_link));
+    rmx__tcp_conn_close(rmx_container_of(n, rmx_tp_conn_t, lst_link));
   uv_close((uv_handle_t *)&l->h, listener_closed);
 }
 
@@ -126,7 +126,7 @@ static int tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
       free(m);
       return RMX_EIO;
     }
-  } while (m->key == 0 || tcp_mem_find(tp, m->key));
+  } while (m->key == 0 || rmx__tcp_mem_find(tp, m->key));
   m->tp = tp;
   m->addr = (uintptr_t)addr;
   m->len = len;
@@ -150,8 +150,8 @@ static void tcp_mem_dereg(rmx_tp_mem_t *m)
   }
   rmx_list_foreach(n, &m->tp->conns) {
     rmx_tp_conn_t *tc = rmx_container_of(n, rmx_tp_conn_t, tp_link);
-    if (tcp_sends_from(tc, m))
-      tcp_cut_writes(tc);
+    if (rmx__tcp_sends_from(tc, m))
+      rmx__tcp_cut_writes(tc);
   }
 }
 
@@ -162,15 +162,15 @@ static uint64_t tcp_mem_rkey(const rmx_tp_mem_t *m) { return m->key; }
 static void conn_closed(rmx_tp_conn_t *tc)
 {
   rmx_tp_t *tp = tc->tp;
-  tcp_conn_free(tc);
+  rmx__tcp_conn_free(tc);
   tp_unlive(tp);
 }
 
 /* The files above the stream, as it calls them. */
 static const tcp_up_t up = {
-  .frame = tcp_conn_frame,
-  .acked = tcp_conn_acked,
-  .resp_written = tcp_resp_written,
+  .frame = rmx__tcp_conn_frame,
+  .acked = rmx__tcp_conn_acked,
+  .resp_written = rmx__tcp_resp_written,
   .closed = conn_closed,
 };
 
@@ -248,20 +248,20 @@ const rmx_tp_ops_t rmx_tcp_ops = {
   .peer_addr = tcp_peer_addr,
   .local_addr = tcp_local_addr,
   .listen_close = tcp_listen_close,
-  .connect = tcp_connect,
-  .accept = tcp_accept,
-  .reject = tcp_reject,
-  .close = tcp_conn_close,
-  .finish = tcp_conn_finish,
-  .send = tcp_send,
-  .read = tcp_read,
-  .write = tcp_write,
-  .atomic = tcp_atomic,
-  .caps = tcp_caps,
-  .flush = tcp_flush,
-  .ready = tcp_ready,
+  .connect = rmx__tcp_connect,
+  .accept = rmx__tcp_accept,
+  .reject = rmx__tcp_reject,
+  .close = rmx__tcp_conn_close,
+  .finish = rmx__tcp_conn_finish,
+  .send = rmx__tcp_send,
+  .read = rmx__tcp_read,
+  .write = rmx__tcp_write,
+  .atomic = rmx__tcp_atomic,
+  .caps = rmx__tcp_caps,
+  .flush = rmx__tcp_flush,
+  .ready = rmx__tcp_ready,
   .mem_reg = tcp_mem_reg,
   .mem_dereg = tcp_mem_dereg,
   .mem_rkey = tcp_mem_rkey,
-  .spin = tcp_spin,
+  .spin = rmx__tcp_spin,
 };

@@ -36,7 +36,7 @@ typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT, W_RESP } wkind_t;
 typedef struct wreq {
   rmx_list_t link; /* first, as in rd_t and srv_t: see rec_get */
   uv_write_t req;
-  struct wreq *next; /* W_SEND: the next of the same batch (tcp_flush), or of tc->ended */
+  struct wreq *next; /* W_SEND: the next of the same batch (rmx__tcp_flush), or of tc->ended */
   rmx_tp_conn_t *tc;
   int status;        /* in tc->ended: how it ended */
   void *op;         /* W_SEND: the core's op; W_RESP: the srv_t answered */
@@ -105,7 +105,7 @@ struct rmx_tp_mem {
 
 /* What the stream asks of the files above it. */
 typedef struct tcp_up {
-  /* A frame arrived, its body buffered as far as tf_buffered says and
+  /* A frame arrived, its body buffered as far as rmx__tf_buffered says and
    * already consumed from the read buffer. TF_FRAME: body is the whole rmx
    * frame, its header rebuilt in front of its body. */
   void (*frame)(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
@@ -177,8 +177,8 @@ struct rmx_tp_conn {
    * their buffers. Requests that ended without a libuv callback wait in
    * ended for the instance's later handle to report them. */
   wreq_t *bq_first, *bq_last, *ended, *ended_last;
-  int fail_later;      /* tcp_fail_later's status, until it is reported */
-  int spin_err;        /* a socket error tcp_spin's recv took (libuv's read then sees the end) */
+  int fail_later;      /* rmx__tcp_fail_later's status, until it is reported */
+  int spin_err;        /* a socket error rmx__tcp_spin's recv took (libuv's read sees the end) */
   unsigned wr_busy;    /* uv_write requests whose callback has not run */
   rmx_list_t later_link; /* in tp->laterq while ended or fail_later waits */
   unsigned bq_n;
@@ -221,54 +221,54 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 #define RD_PUT(tp, r) rec_put(&(tp)->free_rd, &(tp)->nfree_rd, &(r)->link)
 
 /* stream.c */
-void tcp_conn_close(rmx_tp_conn_t *tc);
-int tcp_spin(rmx_tp_t *tp);
-void tcp_conn_finish(rmx_tp_conn_t *tc);
-void tcp_fail(rmx_tp_conn_t *tc, int status);
-void tcp_fail_later(rmx_tp_conn_t *tc, int status);
+void rmx__tcp_conn_close(rmx_tp_conn_t *tc);
+int rmx__tcp_spin(rmx_tp_t *tp);
+void rmx__tcp_conn_finish(rmx_tp_conn_t *tc);
+void rmx__tcp_fail(rmx_tp_conn_t *tc, int status);
+void rmx__tcp_fail_later(rmx_tp_conn_t *tc, int status);
 /* No Nagle; kernel keepalive and user timeout from the keepalive settings. */
-void tcp_sock_opts(rmx_tp_conn_t *tc);
-void tcp_proto_fail(rmx_tp_conn_t *tc, const char *why);
-const char *tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size);
-wreq_t *tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op);
-int tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
-int tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
-int tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
+void rmx__tcp_sock_opts(rmx_tp_conn_t *tc);
+void rmx__tcp_proto_fail(rmx_tp_conn_t *tc, const char *why);
+const char *rmx__tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size);
+wreq_t *rmx__tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op);
+int rmx__tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
+int rmx__tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
+int rmx__tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
                     size_t blen);
-int tcp_read_start(rmx_tp_conn_t *tc);
-void tcp_sink_start(rmx_tp_conn_t *tc);
-int tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
-void tcp_flush(rmx_tp_conn_t *tc);
-void tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n);
+int rmx__tcp_read_start(rmx_tp_conn_t *tc);
+void rmx__tcp_sink_start(rmx_tp_conn_t *tc);
+int rmx__tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
+void rmx__tcp_flush(rmx_tp_conn_t *tc);
+void rmx__tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n);
 
 /* initiator.c */
-int tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
+int rmx__tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
              uint64_t rkey, void *op);
-int tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+int rmx__tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
               uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
-int tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+int rmx__tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
                uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
-void tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
-void tcp_pend_cancel(rmx_tp_conn_t *tc);
+void rmx__tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+void rmx__tcp_pend_cancel(rmx_tp_conn_t *tc);
 
 /* target.c */
-rmx_tp_mem_t *tcp_mem_find(rmx_tp_t *tp, uint64_t key);
-void tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
-void tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int status);
-int tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m);
-void tcp_cut_writes(rmx_tp_conn_t *tc);
-void tcp_target_drop(rmx_tp_conn_t *tc);
+rmx_tp_mem_t *rmx__tcp_mem_find(rmx_tp_t *tp, uint64_t key);
+void rmx__tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+void rmx__tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int status);
+int rmx__tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m);
+void rmx__tcp_cut_writes(rmx_tp_conn_t *tc);
+void rmx__tcp_target_drop(rmx_tp_conn_t *tc);
 
 /* conn.c */
-rmx_tp_conn_t *tcp_conn_new(rmx_tp_t *tp);
-void tcp_conn_free(rmx_tp_conn_t *tc);
-void tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
-void tcp_conn_acked(rmx_tp_conn_t *tc, int status);
-int tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
+rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp);
+void rmx__tcp_conn_free(rmx_tp_conn_t *tc);
+void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+void rmx__tcp_conn_acked(rmx_tp_conn_t *tc, int status);
+int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
                 void *owner, rmx_tp_conn_t **out);
-int tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len);
-void tcp_reject(rmx_tp_conn_t *tc, int status);
-void tcp_ready(rmx_tp_conn_t *tc);
-unsigned tcp_caps(rmx_tp_conn_t *tc);
+int rmx__tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len);
+void rmx__tcp_reject(rmx_tp_conn_t *tc, int status);
+void rmx__tcp_ready(rmx_tp_conn_t *tc);
+unsigned rmx__tcp_caps(rmx_tp_conn_t *tc);
 
 #endif

@@ -190,7 +190,7 @@ static void fail_dev_conns(vb_dev_t *dev, int port, int status)
       if (!tc->dead && !tc->closing)
         RMX_TP_LOG(dev->tp->env, ERROR, "rdma: the connection to %s is lost with it",
                    tc->peer);
-      vb_fail(tc, status);
+      rmx__vb_fail(tc, status);
     }
   }
 }
@@ -223,7 +223,7 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
     }
     /* Completions already polled-for go first, as for CM events (cm.c):
      * an error completion there is the more precise cause. */
-    vb_cq_drain(dev);
+    rmx__vb_cq_drain(dev);
     if (tc->dead || tc->closing)
       break;
     /* A request of the peer that this side refused: the status a flush on
@@ -235,7 +235,7 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
                        "rdma: QP 0x%x to %s: %s%s", e->qp_num, tc->peer,
                        ibv_event_type_str(e->type),
                        st == RMX_EPROTO ? " (this side refused a request of the peer)" : "");
-    vb_fail(tc, st);
+    rmx__vb_fail(tc, st);
     break;
   case IBV_EVENT_CQ_ERR:
     RMX_TP_LOG(env, ERROR, "rdma: the completion queue of %s overran", dev->name);
@@ -328,7 +328,7 @@ static void async_unsubscribe(vb_dev_t *dev)
 
 /* The context's side: a wake-up on its loop, and a place among the
  * subscribers of the device's reader. */
-void vb_async_open(vb_dev_t *dev)
+void rmx__vb_async_open(vb_dev_t *dev)
 {
   struct rmx_tp *tp = dev->tp;
   uv_async_init(tp->loop, &dev->async_wake, async_wake_cb);
@@ -342,7 +342,7 @@ void vb_async_open(vb_dev_t *dev)
             "device failures will not be seen", dev->name, strerror(errno));
 }
 
-void vb_async_close(vb_dev_t *dev, uv_close_cb closed)
+void rmx__vb_async_close(vb_dev_t *dev, uv_close_cb closed)
 {
   async_unsubscribe(dev); /* before the close: the reader wakes the handle */
   uv_close((uv_handle_t *)&dev->async_wake, closed);

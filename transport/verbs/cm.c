@@ -27,7 +27,7 @@ static void timer_cb(uv_timer_t *t)
   else
     RMX_TP_LOG(tc->tp->env, WARN, "rdma: connection to %s not established within %u ms",
                tc->peer, tc->tp->env->cfg->connect_timeout_ms);
-  vb_fail(tc, RMX_ETIMEDOUT);
+  rmx__vb_fail(tc, RMX_ETIMEDOUT);
 }
 
 static struct rmx_tp_conn *tc_new(struct rmx_tp *tp, struct rdma_cm_id *id)
@@ -51,14 +51,14 @@ static struct rmx_tp_conn *tc_new(struct rmx_tp *tp, struct rdma_cm_id *id)
 
 /* ---- active side ---- */
 
-int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
+int rmx__vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
                void *owner, struct rmx_tp_conn **out)
 {
   struct rdma_cm_id *id;
   if (len > CONNECT_PDATA_MAX)
     return RMX_EINVAL;
   if (rdma_create_id(tp->ech, &id, NULL, RDMA_PS_TCP))
-    return vb_err_from_errno(errno);
+    return rmx__vb_err_from_errno(errno);
   struct rmx_tp_conn *tc = tc_new(tp, id);
   if (!tc) {
     rdma_destroy_id(id);
@@ -71,7 +71,7 @@ int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, 
   tc->owner = owner;
   if (rdma_resolve_addr(id, NULL, (struct sockaddr *)sa,
                         (int)tp->env->cfg->connect_timeout_ms)) {
-    int rc = vb_err_from_errno(errno);
+    int rc = rmx__vb_err_from_errno(errno);
     char a[80];
     RMX_TP_LOG(tp->env, ERROR, "rdma: cannot resolve %s: %s", rmx__sa_str(sa, a, sizeof(a)),
             strerror(errno));
@@ -109,7 +109,7 @@ static void conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p)
  * path, about a second on RoCE). Failing here leaves the CM's own. */
 static void set_ack_timeout(struct rmx_tp_conn *tc)
 {
-  uint8_t t = vb_ack_timeout_exp(tc->tp->env->cfg->rc_timeout_ms);
+  uint8_t t = rmx__vb_ack_timeout_exp(tc->tp->env->cfg->rc_timeout_ms);
   if (rdma_set_option(tc->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
     RMX_TP_LOG(tc->tp->env, WARN, "rdma: cannot set the ACK timeout of the connection to %s "
                "(%s): the connection manager's default applies", tc->peer, strerror(errno));
@@ -130,27 +130,27 @@ static void log_qp_timers(struct rmx_tp_conn *tc)
 
 static void on_addr_resolved(struct rmx_tp_conn *tc)
 {
-  int rc = vb_dev_get(tc->tp, tc->id->verbs, &tc->dev);
+  int rc = rmx__vb_dev_get(tc->tp, tc->id->verbs, &tc->dev);
   if (rc == 0 && rdma_resolve_route(tc->id, (int)tc->tp->env->cfg->connect_timeout_ms))
-    rc = vb_err_from_errno(errno);
+    rc = rmx__vb_err_from_errno(errno);
   if (rc)
-    vb_fail(tc, rc);
+    rmx__vb_fail(tc, rc);
 }
 
 static void on_route_resolved(struct rmx_tp_conn *tc)
 {
   struct rdma_conn_param p;
-  int rc = vb_qp_create(tc);
+  int rc = rmx__vb_qp_create(tc);
   if (rc) {
-    vb_fail(tc, rc);
+    rmx__vb_fail(tc, rc);
     return;
   }
   conn_param(tc, &p);
   set_ack_timeout(tc);
   if (rdma_connect(tc->id, &p)) {
-    rc = vb_err_from_errno(errno);
+    rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: rdma_connect failed: %s", strerror(errno));
-    vb_fail(tc, rc);
+    rmx__vb_fail(tc, rc);
     return;
   }
   tc->state = VC_CONNECTING;
@@ -158,7 +158,7 @@ static void on_route_resolved(struct rmx_tp_conn *tc)
 
 /* ---- passive side ---- */
 
-int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
+int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
               struct rmx_tp_listener **out)
 {
   char a[80];
@@ -169,21 +169,21 @@ int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
   l->owner = owner;
   if (rdma_create_id(tp->ech, &l->id, l, RDMA_PS_TCP)) {
     free(l);
-    return vb_err_from_errno(errno);
+    return rmx__vb_err_from_errno(errno);
   }
   int rc = 0;
   if (rdma_bind_addr(l->id, (struct sockaddr *)sa)) {
-    rc = vb_err_from_errno(errno);
+    rc = rmx__vb_err_from_errno(errno);
     if (errno == EADDRNOTAVAIL || errno == ENODEV)
       RMX_TP_LOG(tp->env, ERROR, "rdma: no RDMA device has the address %s",
               rmx__sa_str(sa, a, sizeof(a)));
     else
       RMX_TP_LOG(tp->env, ERROR, "rdma: cannot bind %s: %s", rmx__sa_str(sa, a, sizeof(a)),
               strerror(errno));
-  } else if (l->id->verbs && (rc = vb_dev_get(tp, l->id->verbs, &(vb_dev_t *){NULL})) != 0) {
+  } else if (l->id->verbs && (rc = rmx__vb_dev_get(tp, l->id->verbs, &(vb_dev_t *){NULL})) != 0) {
     /* the address belongs to a device this context will not use */
   } else if (rdma_listen(l->id, 128)) {
-    rc = vb_err_from_errno(errno);
+    rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(tp->env, ERROR, "rdma: cannot listen on %s: %s", rmx__sa_str(sa, a, sizeof(a)),
             strerror(errno));
   }
@@ -204,13 +204,13 @@ static void sa_copy(struct sockaddr_storage *ss, const struct sockaddr *sa)
                                             : sizeof(struct sockaddr_in));
 }
 
-int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss)
+int rmx__vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss)
 {
   sa_copy(ss, rdma_get_local_addr(l->id));
   return 0;
 }
 
-int vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len)
+int rmx__vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len)
 {
   if (!tc->qp)
     return RMX_ENOTCONN;
@@ -218,7 +218,7 @@ int vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len)
   return 0;
 }
 
-int vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
+int rmx__vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
 {
   if (!tc->id)
     return RMX_ENOTCONN;
@@ -226,7 +226,7 @@ int vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
   return 0;
 }
 
-int vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
+int rmx__vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
 {
   const struct sockaddr *sa = tc->id ? rdma_get_local_addr(tc->id) : NULL;
   if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
@@ -235,7 +235,7 @@ int vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
   return 0;
 }
 
-void vb_listen_close(struct rmx_tp_listener *l)
+void rmx__vb_listen_close(struct rmx_tp_listener *l)
 {
   struct rmx_tp *tp = l->tp;
   rdma_destroy_id(l->id);
@@ -256,30 +256,30 @@ static void on_request(struct rmx_tp_listener *l, struct rdma_cm_id *id, const v
   tc->passive = 1;
   tc->state = VC_REQUESTED;
   rmx__sa_str(rdma_get_peer_addr(id), tc->peer, sizeof(tc->peer));
-  int rc = vb_dev_get(tp, id->verbs, &tc->dev);
+  int rc = rmx__vb_dev_get(tp, id->verbs, &tc->dev);
   if (rc) {
-    vb_reject(tc, rc);
+    rmx__vb_reject(tc, rc);
     return;
   }
   l->tp->env->incoming(l->owner, tc, pdata, len); /* answers with accept or reject */
 }
 
-int vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len)
+int rmx__vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len)
 {
   struct rdma_conn_param p;
   if (len > sizeof(tc->hello))
     return RMX_EINVAL;
   memcpy(tc->hello, hello, len);
   tc->hello_len = len;
-  int rc = vb_qp_create(tc);
+  int rc = rmx__vb_qp_create(tc);
   if (rc)
     return rc;
   conn_param(tc, &p);
   set_ack_timeout(tc);
   if (rdma_accept(tc->id, &p)) {
-    rc = vb_err_from_errno(errno);
+    rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: rdma_accept failed: %s", strerror(errno));
-    vb_qp_destroy(tc);
+    rmx__vb_qp_destroy(tc);
     return rc;
   }
   tc->owner = owner;
@@ -296,7 +296,7 @@ static int local_trouble(int status)
          status == RMX_EIO || status == RMX_EAGAIN;
 }
 
-void vb_reject(struct rmx_tp_conn *tc, int status)
+void rmx__vb_reject(struct rmx_tp_conn *tc, int status)
 {
   uint8_t pd[8];
   uint32_t magic = htonl(VB_REJECT_MAGIC);
@@ -341,12 +341,12 @@ static int reject_status(struct rmx_tp_conn *tc, const uint8_t *pd, size_t len, 
  * the CQ go first: an error completion or a flush names the cause better
  * than the CM's echo of it (the peer's disconnect after it hit our access
  * error, say), and so the status does not depend on which fd libuv reads
- * first. vb_fail reports once, whatever comes later. */
+ * first. rmx__vb_fail reports once, whatever comes later. */
 static void lost(struct rmx_tp_conn *tc, int status)
 {
   if (tc->qp && tc->dev)
-    vb_cq_drain(tc->dev);
-  vb_fail(tc, status);
+    rmx__vb_cq_drain(tc->dev);
+  rmx__vb_fail(tc, status);
 }
 
 static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status,
@@ -376,11 +376,11 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
   case RDMA_CM_EVENT_ADDR_ERROR:
     RMX_TP_LOG(tp->env, ERROR, "rdma: no RDMA device routes to %s (%s)", tc->peer,
             strerror(-status));
-    vb_fail(tc, RMX_EHOSTUNREACH);
+    rmx__vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_ROUTE_ERROR:
     RMX_TP_LOG(tp->env, ERROR, "rdma: no route to %s (%s)", tc->peer, strerror(-status));
-    vb_fail(tc, RMX_EHOSTUNREACH);
+    rmx__vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_ESTABLISHED:
     if (!tc->established) {
@@ -388,16 +388,16 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
       tc->state = VC_UP;
       uv_timer_stop(&tc->timer);
       log_qp_timers(tc);
-      vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, tc->passive ? NULL : pd,
+      rmx__vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, tc->passive ? NULL : pd,
                tc->passive ? 0 : pdlen);
     }
     break;
   case RDMA_CM_EVENT_REJECTED:
-    vb_fail(tc, reject_status(tc, pd, pdlen, status));
+    rmx__vb_fail(tc, reject_status(tc, pd, pdlen, status));
     break;
   case RDMA_CM_EVENT_UNREACHABLE:
     RMX_TP_LOG(tp->env, ERROR, "rdma: %s did not answer the connection request", tc->peer);
-    vb_fail(tc, RMX_EHOSTUNREACH);
+    rmx__vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_CONNECT_ERROR:
     RMX_TP_LOG(tp->env, ERROR, "rdma: connecting with %s failed (%s)", tc->peer,
@@ -435,7 +435,7 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
   }
 }
 
-void vb_cm_events(uv_poll_t *h, int status, int events)
+void rmx__vb_cm_events(uv_poll_t *h, int status, int events)
 {
   struct rmx_tp *tp = h->data;
   struct rdma_cm_event *ev;

@@ -18,7 +18,7 @@
 
 #include "verbs.h"
 
-void vb_cq_event(uv_poll_t *h, int status, int events)
+void rmx__vb_cq_event(uv_poll_t *h, int status, int events)
 {
   vb_dev_t *dev = h->data;
   struct ibv_cq *cq;
@@ -32,16 +32,16 @@ void vb_cq_event(uv_poll_t *h, int status, int events)
     dev->unacked = 0;
   }
   if (dev->tp->spin_ns) {
-    vb_cq_drain(dev);
-    vb_spin(dev);
+    rmx__vb_cq_drain(dev);
+    rmx__vb_spin(dev);
     return;
   }
   ibv_req_notify_cq(dev->cq, 0);
-  vb_cq_drain(dev);
+  rmx__vb_cq_drain(dev);
 }
 
 /* Adaptive: there was activity; poll (rather than sleep) for a while. */
-void vb_spin(vb_dev_t *dev)
+void rmx__vb_spin(vb_dev_t *dev)
 {
   struct rmx_tp *tp = dev->tp;
   if (!tp->spin_ns)
@@ -62,7 +62,7 @@ void vb_spin(vb_dev_t *dev)
  * per poll: where the clock source is slow (an emulated HPET costs about
  * 9 us a read) reading it every time would be most of the spin.
  */
-void vb_spin_poll(vb_dev_t *dev, int found)
+void rmx__vb_spin_poll(vb_dev_t *dev, int found)
 {
   if (found || dev->spin_active) {
     dev->spin_active = 0;
@@ -81,7 +81,7 @@ void vb_spin_poll(vb_dev_t *dev, int found)
     return;
   dev->spinning = 0;
   ibv_req_notify_cq(dev->cq, 0);
-  vb_cq_drain(dev);
+  rmx__vb_cq_drain(dev);
 }
 
 /* Completions come in order on an RC QP: a completion for slot s also
@@ -91,11 +91,11 @@ static void complete_upto(struct rmx_tp_conn *tc, vb_slot_t *upto, int status)
   while (tc->tail != tc->head) {
     vb_slot_t *s = &tc->slots[tc->tail++ % tc->sq_depth];
     if (s == upto) {
-      vb_slot_fire(tc, s, status);
+      rmx__vb_slot_fire(tc, s, status);
       return;
     }
     /* before a failure we cannot tell delivered from flushed */
-    vb_slot_fire(tc, s, status ? RMX_ECANCELED : 0);
+    rmx__vb_slot_fire(tc, s, status ? RMX_ECANCELED : 0);
   }
 }
 
@@ -105,7 +105,7 @@ static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
 {
   if (tc->dead || tc->closing)
     return;
-  int st = vb_wc_status(wc->status);
+  int st = rmx__vb_wc_status(wc->status);
   if (wc->status == IBV_WC_WR_FLUSH_ERR) {
     if (!tc->established)
       return; /* the CM gave up on the connect: its event says why */
@@ -119,7 +119,7 @@ static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
                        "rdma: QP 0x%x to %s went into the error state: this side refused a "
                        "request of the peer (bad key, bounds or rights) or the device failed",
                        wc->qp_num, tc->peer);
-    vb_fail(tc, RMX_EPROTO);
+    rmx__vb_fail(tc, RMX_EPROTO);
     return;
   }
   if (wc->status == IBV_WC_RETRY_EXC_ERR)
@@ -129,7 +129,7 @@ static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
   else
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x to %s: %s (vendor error 0x%x)", wc->qp_num,
                tc->peer, ibv_wc_status_str(wc->status), wc->vendor_err);
-  vb_fail(tc, st);
+  rmx__vb_fail(tc, st);
 }
 
 static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
@@ -143,7 +143,7 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
   if (!tc->established) { /* the peer's first message beat the CM event */
     tc->established = 1;
     tc->state = VC_UP;
-    vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
+    rmx__vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
     if (tc->dead || tc->closing)
       return;
   }
@@ -151,7 +151,7 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
     rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = ntohl(wc->imm_data), .len = wc->byte_len};
     tc->tp->env->event(tc->owner, &ev);
   } else {
-    vb_raise(tc, RMX_TP_EV_RECV, 0, NULL, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
+    rmx__vb_raise(tc, RMX_TP_EV_RECV, 0, NULL, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
   }
   if (tc->dead || tc->closing)
     return;
@@ -173,7 +173,7 @@ static void on_wc(const struct ibv_wc *wc)
     struct rmx_tp_conn *tc = rx->tc;
     tc->rx_posted--;
     if (tc->state == VC_DRAINING)
-      vb_check_drained(tc);
+      rmx__vb_check_drained(tc);
     else
       on_recv(tc, rx, wc);
     return;
@@ -182,21 +182,21 @@ static void on_wc(const struct ibv_wc *wc)
   struct rmx_tp_conn *tc = s->tc;
   if (s == &tc->drain_slot) {
     tc->drain_send_seen = 1;
-    vb_check_drained(tc);
+    rmx__vb_check_drained(tc);
     return;
   }
   if (wc->status != IBV_WC_SUCCESS)
     qp_error(tc, wc); /* before the ops hear: DISCONNECTED carries the cause */
-  complete_upto(tc, s, vb_wc_status(wc->status));
+  complete_upto(tc, s, rmx__vb_wc_status(wc->status));
 }
 
 /*
  * Poll until the CQ is empty, then give back receive buffers and post what
- * the completions' callbacks built (vb_flush_all); returns how many
+ * the completions' callbacks built (rmx__vb_flush_all); returns how many
  * completions were found. A poll that returns fewer than it asked for
  * found the CQ empty: no second, empty poll before the replies leave.
  */
-int vb_cq_drain(vb_dev_t *dev)
+int rmx__vb_cq_drain(vb_dev_t *dev)
 {
   struct ibv_wc wc[VB_POLL_BATCH];
   int n, found = 0;
@@ -211,7 +211,7 @@ int vb_cq_drain(vb_dev_t *dev)
     dev->cq_empty_gen++; /* what was queued before this poll is all seen */
   else
     RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
-  vb_repost_all(dev->tp);
-  vb_flush_all(dev->tp);
+  rmx__vb_repost_all(dev->tp);
+  rmx__vb_flush_all(dev->tp);
   return found;
 }

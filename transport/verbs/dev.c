@@ -14,7 +14,7 @@
 #include "verbs.h"
 
 /* RMX_DEVICE names a device or gives its GUID (hex, colons optional). */
-int vb_device_named(const char *want, struct ibv_device *d)
+int rmx__vb_device_named(const char *want, struct ibv_device *d)
 {
   char guid[32], w[64];
   size_t j = 0;
@@ -28,7 +28,7 @@ int vb_device_named(const char *want, struct ibv_device *d)
   return strcasecmp(w, guid) == 0;
 }
 
-void vb_dev_release(vb_dev_t *dev)
+void rmx__vb_dev_release(vb_dev_t *dev)
 {
   if (dev->cq) {
     if (dev->unacked)
@@ -43,7 +43,7 @@ void vb_dev_release(vb_dev_t *dev)
   free(dev);
 }
 
-int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
+int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
 {
   const rmx_config_t *cfg = tp->env->cfg;
   if (!verbs)
@@ -57,7 +57,7 @@ int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
             tp->dev->name, ibv_get_device_name(verbs->device));
     return RMX_ENOTSUP;
   }
-  if (cfg->device[0] && !vb_device_named(cfg->device, verbs->device)) {
+  if (cfg->device[0] && !rmx__vb_device_named(cfg->device, verbs->device)) {
     RMX_TP_LOG(tp->env, ERROR, "rdma: RMX_DEVICE=%s, but the route goes through %s", cfg->device,
             ibv_get_device_name(verbs->device));
     return RMX_ENODEV;
@@ -83,9 +83,9 @@ int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
   dev->chan_poll.data = dev;
   dev->handles = 1;
   if (!tp->polling)
-    uv_poll_start(&dev->chan_poll, UV_READABLE, vb_cq_event);
+    uv_poll_start(&dev->chan_poll, UV_READABLE, rmx__vb_cq_event);
   uv_unref((uv_handle_t *)&dev->chan_poll);
-  vb_async_open(dev);
+  rmx__vb_async_open(dev);
   tp->handles += dev->handles;
   rmx_list_push(&tp->devs, &dev->link);
   tp->dev = dev;
@@ -95,6 +95,6 @@ int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out)
   return 0;
 err:
   RMX_TP_LOG(tp->env, ERROR, "rdma: cannot set up device %s: %s", dev->name, strerror(errno));
-  vb_dev_release(dev);
+  rmx__vb_dev_release(dev);
   return RMX_ENODEV;
 }

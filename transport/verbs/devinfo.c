@@ -28,7 +28,7 @@ static uint32_t mtu_bytes(enum ibv_mtu m)
   return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128u << m : 0;
 }
 
-/* Inline capacity is per queue pair: ask a test QP for what vb_qp_create
+/* Inline capacity is per queue pair: ask a test QP for what rmx__vb_qp_create
  * asks, and for less until one fits, as it does. */
 static uint32_t max_inline(struct ibv_context *v, struct ibv_pd *pd)
 {
@@ -81,7 +81,7 @@ static void query_device(struct ibv_context *v, rmx_device_info_t *di)
   }
 }
 
-int vb_devices(rmx_device_info_t **out, int *n)
+int rmx__vb_devices(rmx_device_info_t **out, int *n)
 {
   int count = 0;
   struct ibv_device **list = ibv_get_device_list(&count);

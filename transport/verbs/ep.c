@@ -4,7 +4,7 @@
  * close, the drain that makes a close safe (every work request posted is
  * seen completed before the QP and its memory go away), reaping, and the
  * parking of a QP's memory when the drain cannot start. Also where the
- * owner hears of an operation's end (vb_slot_fire).
+ * owner hears of an operation's end (rmx__vb_slot_fire).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,14 +12,14 @@
 
 #include "verbs.h"
 
-void vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
+void rmx__vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
               const void *data, size_t len)
 {
   rmx_tp_ev_t ev = {.type = t, .status = status, .op = op, .data = data, .len = len};
   tc->tp->env->event(tc->owner, &ev);
 }
 
-void vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status)
+void rmx__vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status)
 {
   uint8_t kind = s->kind;
   void *op = s->op;
@@ -27,27 +27,27 @@ void vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status)
   if (!tc->owner)
     return;
   if (kind == SLOT_SEND)
-    vb_raise(tc, RMX_TP_EV_SEND, status, op, NULL, 0);
+    rmx__vb_raise(tc, RMX_TP_EV_SEND, status, op, NULL, 0);
   else if (kind == SLOT_READ)
-    vb_raise(tc, RMX_TP_EV_READ, status, op, NULL, 0);
+    rmx__vb_raise(tc, RMX_TP_EV_READ, status, op, NULL, 0);
   else if (kind == SLOT_WRITE)
-    vb_raise(tc, RMX_TP_EV_WRITE, status, op, NULL, 0);
+    rmx__vb_raise(tc, RMX_TP_EV_WRITE, status, op, NULL, 0);
   else if (kind == SLOT_ATOMIC) {
     if (status == 0)
       memcpy(s->old, s->bounce, 8);
-    vb_raise(tc, RMX_TP_EV_ATOMIC, status, op, NULL, 0);
+    rmx__vb_raise(tc, RMX_TP_EV_ATOMIC, status, op, NULL, 0);
   }
 }
 
-void vb_fail_slots(struct rmx_tp_conn *tc)
+void rmx__vb_fail_slots(struct rmx_tp_conn *tc)
 {
   while (tc->tail != tc->head)
-    vb_slot_fire(tc, &tc->slots[tc->tail++ % tc->sq_depth], RMX_ECANCELED);
+    rmx__vb_slot_fire(tc, &tc->slots[tc->tail++ % tc->sq_depth], RMX_ECANCELED);
 }
 
 /* The QP alone: no completion is added for it after this returns, but
  * those already in the CQ stay there, naming its slots and buffers. */
-void vb_qp_destroy_qp(struct rmx_tp_conn *tc)
+void rmx__vb_qp_destroy_qp(struct rmx_tp_conn *tc)
 {
   if (tc->qp) {
     rdma_destroy_qp(tc->id);
@@ -57,9 +57,9 @@ void vb_qp_destroy_qp(struct rmx_tp_conn *tc)
 }
 
 /* The QP and its memory: only once no completion for it can be polled. */
-void vb_qp_destroy(struct rmx_tp_conn *tc)
+void rmx__vb_qp_destroy(struct rmx_tp_conn *tc)
 {
-  vb_qp_destroy_qp(tc);
+  rmx__vb_qp_destroy_qp(tc);
   if (tc->rx_mr && ibv_dereg_mr(tc->rx_mr))
     RMX_TP_LOG(tc->tp->env, WARN, "rdma: deregistering receive buffers failed");
   tc->rx_mr = NULL;
@@ -94,10 +94,10 @@ static int drain_start(struct rmx_tp_conn *tc)
   return 0;
 }
 
-void vb_check_drained(struct rmx_tp_conn *tc)
+void rmx__vb_check_drained(struct rmx_tp_conn *tc)
 {
   if (tc->drain_send_seen && tc->rx_posted == 0 && tc->state == VC_DRAINING) {
-    vb_fail_slots(tc);
+    rmx__vb_fail_slots(tc);
     tc->state = VC_DONE;
     vb_kick(tc->tp);
   }
@@ -115,7 +115,7 @@ void vb_check_drained(struct rmx_tp_conn *tc)
  * handler polls while anything is parked; tp_free frees what is left (no
  * poll happens after fini, and the CQ goes with the device).
  */
-void vb_parked_sweep(struct rmx_tp *tp, int all)
+void rmx__vb_parked_sweep(struct rmx_tp *tp, int all)
 {
   rmx_list_t *n, *next;
   for (n = tp->parked.next; n != &tp->parked; n = next) {
@@ -123,7 +123,7 @@ void vb_parked_sweep(struct rmx_tp *tp, int all)
     struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, link);
     if (all || tc->dev->cq_empty_gen != tc->park_gen) {
       rmx_list_del(&tc->link);
-      vb_qp_destroy(tc); /* the memory; the QP is long gone */
+      rmx__vb_qp_destroy(tc); /* the memory; the QP is long gone */
       free(tc);
     }
   }
@@ -134,7 +134,7 @@ static void tc_timer_closed(uv_handle_t *h)
   struct rmx_tp_conn *tc = h->data;
   struct rmx_tp *tp = tc->tp;
   if (tc->owner)
-    vb_raise(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
+    rmx__vb_raise(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
   tc->owner = NULL; /* the core's handle is gone */
   if (tc->undrained && tc->slots) {
     rmx_list_push(&tp->parked, &tc->link);
@@ -147,7 +147,7 @@ static void tc_timer_closed(uv_handle_t *h)
 
 /* Drained (or never had a QP, or could not be drained): release
  * everything, then CLOSED. */
-void vb_conn_reap(struct rmx_tp_conn *tc)
+void rmx__vb_conn_reap(struct rmx_tp_conn *tc)
 {
   if (tc->reaped)
     return;
@@ -156,12 +156,12 @@ void vb_conn_reap(struct rmx_tp_conn *tc)
     /* The QP may still be live (it never reached the error state): destroy
      * it before reporting its operations, whose buffers their owners may
      * free as soon as they hear. */
-    vb_qp_destroy_qp(tc);
+    rmx__vb_qp_destroy_qp(tc);
     tc->park_gen = tc->dev->cq_empty_gen;
-    vb_fail_slots(tc);
+    rmx__vb_fail_slots(tc);
   } else {
-    vb_fail_slots(tc);
-    vb_qp_destroy(tc);
+    rmx__vb_fail_slots(tc);
+    rmx__vb_qp_destroy(tc);
   }
   if (tc->id && rdma_destroy_id(tc->id))
     RMX_TP_LOG(tc->tp->env, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
@@ -191,7 +191,7 @@ static void drain_expired(uv_timer_t *t)
   vb_kick(tc->tp);
 }
 
-void vb_close(struct rmx_tp_conn *tc)
+void rmx__vb_close(struct rmx_tp_conn *tc)
 {
   if (tc->closing)
     return;
@@ -215,14 +215,14 @@ void vb_close(struct rmx_tp_conn *tc)
 }
 
 /* I/O is over: tell the owner once (it will close), or close. */
-void vb_fail(struct rmx_tp_conn *tc, int status)
+void rmx__vb_fail(struct rmx_tp_conn *tc, int status)
 {
   if (tc->dead || tc->closing)
     return;
   tc->dead = 1;
   uv_timer_stop(&tc->timer);
   if (tc->owner)
-    vb_raise(tc, RMX_TP_EV_DISCONNECTED, status, NULL, NULL, 0);
+    rmx__vb_raise(tc, RMX_TP_EV_DISCONNECTED, status, NULL, NULL, 0);
   else
-    vb_close(tc);
+    rmx__vb_close(tc);
 }

@@ -10,7 +10,7 @@
 
 #include "verbs.h"
 
-int vb_err_from_errno(int e)
+int rmx__vb_err_from_errno(int e)
 {
   switch (e) {
   case ENOMEM: return RMX_ENOMEM;
@@ -30,7 +30,7 @@ int vb_err_from_errno(int e)
 
 /* The RC local ACK timeout is 4.096 us * 2^t: the smallest t (1..31) at
  * least ms long, so the configured bound is never undercut. */
-uint8_t vb_ack_timeout_exp(uint32_t ms)
+uint8_t rmx__vb_ack_timeout_exp(uint32_t ms)
 {
   uint64_t want_ns = (uint64_t)ms * 1000000u;
   for (uint8_t t = 1; t < 31; t++)
@@ -40,7 +40,7 @@ uint8_t vb_ack_timeout_exp(uint32_t ms)
 }
 
 /* ibv_reg_mr failed: say whether the locked-memory limit is why. */
-int vb_reg_err(struct rmx_tp *tp, size_t len, int e)
+int rmx__vb_reg_err(struct rmx_tp *tp, size_t len, int e)
 {
   struct rlimit rl;
   if ((e == ENOMEM || e == EPERM || e == EAGAIN) && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
@@ -51,10 +51,10 @@ int vb_reg_err(struct rmx_tp *tp, size_t len, int e)
     return RMX_EMEMLOCK;
   }
   RMX_TP_LOG(tp->env, ERROR, "rdma: cannot register %zu bytes: %s", len, strerror(e));
-  return vb_err_from_errno(e);
+  return rmx__vb_err_from_errno(e);
 }
 
-int vb_wc_status(enum ibv_wc_status s)
+int rmx__vb_wc_status(enum ibv_wc_status s)
 {
   switch (s) {
   case IBV_WC_SUCCESS: return 0;

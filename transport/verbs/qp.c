@@ -26,7 +26,7 @@ static void rx_init(struct rmx_tp_conn *tc, uint32_t i)
   rx->wr.next = i + 1 < tc->rx_count ? &tc->rx[i + 1].wr : NULL;
 }
 
-int vb_qp_create(struct rmx_tp_conn *tc)
+int rmx__vb_qp_create(struct rmx_tp_conn *tc)
 {
   struct rmx_tp *tp = tc->tp;
   vb_dev_t *dev = tc->dev;
@@ -63,7 +63,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
   tc->bounce = tc->rx_mem + (size_t)rq * tc->rx_size;
   tc->rx_mr = ibv_reg_mr(dev->pd, tc->rx_mem, bytes, IBV_ACCESS_LOCAL_WRITE);
   if (!tc->rx_mr) {
-    rc = vb_reg_err(tp, bytes, errno);
+    rc = rmx__vb_reg_err(tp, bytes, errno);
     goto err;
   }
   for (uint32_t i = 0; i < sq; i++)
@@ -82,7 +82,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
       break;
   }
   if (rc) {
-    rc = vb_err_from_errno(errno);
+    rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(tp->env, ERROR, "rdma: cannot create a queue pair on %s: %s", dev->name,
             rmx_strerror(rc));
     goto err;
@@ -97,7 +97,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
   for (uint32_t i = 0; i < rq; i++)
     rx_init(tc, i);
   if ((rc = ibv_post_recv(tc->qp, &tc->rx[0].wr, &bad)) != 0) {
-    rc = vb_err_from_errno(rc);
+    rc = rmx__vb_err_from_errno(rc);
     goto err;
   }
   tc->rx_posted = rq;
@@ -106,7 +106,7 @@ int vb_qp_create(struct rmx_tp_conn *tc)
   return 0;
 
 err:
-  vb_qp_destroy(tc);
+  rmx__vb_qp_destroy(tc);
   return rc;
 }
 
@@ -131,13 +131,13 @@ static void repost(struct rmx_tp_conn *tc)
             strerror(rc));
     /* Possibly inside a core call (flush): report from the loop, as a
      * failed post_send is. */
-    tc->fail_status = vb_err_from_errno(rc);
+    tc->fail_status = rmx__vb_err_from_errno(rc);
     vb_kick(tc->tp);
   }
   tc->rx_posted += count;
 }
 
-void vb_repost_all(struct rmx_tp *tp)
+void rmx__vb_repost_all(struct rmx_tp *tp)
 {
   rmx_list_t *n;
   while ((n = tp->repost.next) != &tp->repost)
@@ -176,7 +176,7 @@ static void chain(struct rmx_tp_conn *tc, vb_slot_t *s, int must_signal)
   tc->chain_last = &s->wr;
 }
 
-int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op)
+int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op)
 {
   size_t total = 0;
   int need_lkey = 0;
@@ -258,30 +258,30 @@ static int rdma_rw(struct rmx_tp_conn *tc, enum ibv_wr_opcode opc, slot_kind_t k
   return 0;
 }
 
-int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
+int rmx__vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
             uint64_t raddr, uint64_t rkey, void *op)
 {
   return rdma_rw(tc, IBV_WR_RDMA_READ, SLOT_READ, dst, len, dst_mem, raddr, rkey, NULL, op);
 }
 
-int vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+int rmx__vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
              uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
 {
   return rdma_rw(tc, IBV_WR_RDMA_WRITE, SLOT_WRITE, (void *)(uintptr_t)src, len, src_mem, raddr,
                  rkey, imm, op);
 }
 
-unsigned vb_caps(struct rmx_tp_conn *tc)
+unsigned rmx__vb_caps(struct rmx_tp_conn *tc)
 {
   return tc->dev && tc->dev->attr.atomic_cap != IBV_ATOMIC_NONE ? RMX_TP_CAP_ATOMIC : 0;
 }
 
-int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+int rmx__vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
               uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
 {
   if (tc->dead || tc->closing || tc->state != VC_UP)
     return RMX_ENOTCONN;
-  if (!(vb_caps(tc) & RMX_TP_CAP_ATOMIC))
+  if (!(rmx__vb_caps(tc) & RMX_TP_CAP_ATOMIC))
     return RMX_ENOTSUP;
   if (rkey > UINT32_MAX)
     return RMX_EINVAL;
@@ -305,18 +305,18 @@ int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint
 
 /*
  * What a batch of completions made the owner post is posted when the batch
- * has been dispatched (vb_cq_drain), not a loop phase later when the core
+ * has been dispatched (rmx__vb_cq_drain), not a loop phase later when the core
  * flushes: the reply to a message then leaves without waiting for the rest
  * of the loop's turn. It is still one doorbell per connection per batch.
  */
-void vb_flush_all(struct rmx_tp *tp)
+void rmx__vb_flush_all(struct rmx_tp *tp)
 {
   rmx_list_t *n;
   while ((n = tp->unflushed.next) != &tp->unflushed)
-    vb_flush(rmx_container_of(n, struct rmx_tp_conn, flush_link));
+    rmx__vb_flush(rmx_container_of(n, struct rmx_tp_conn, flush_link));
 }
 
-void vb_flush(struct rmx_tp_conn *tc)
+void rmx__vb_flush(struct rmx_tp_conn *tc)
 {
   struct ibv_send_wr *bad;
   /* Credits reach the peer only in what we send: buffers whose credit may
@@ -336,14 +336,14 @@ void vb_flush(struct rmx_tp_conn *tc)
   struct ibv_send_wr *first = tc->chain;
   tc->chain = tc->chain_last = NULL;
   rmx_list_del(&tc->flush_link);
-  vb_spin(tc->dev); /* adaptive: what this asks for may complete soon */
+  rmx__vb_spin(tc->dev); /* adaptive: what this asks for may complete soon */
   int rc = ibv_post_send(tc->qp, first, &bad);
   if (rc) {
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: ibv_post_send on QP 0x%x failed: %s", tc->qp->qp_num,
             strerror(rc));
     /* Inside a core call: report from the loop. What was not posted is
      * failed with the rest of the ring when the drain finishes. */
-    tc->fail_status = vb_err_from_errno(rc);
+    tc->fail_status = rmx__vb_err_from_errno(rc);
     vb_kick(tc->tp);
   }
 }

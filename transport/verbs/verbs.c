@@ -24,11 +24,11 @@ static void idle_cb(uv_idle_t *h)
     if (tp->polling || dev->spinning || !rmx_list_empty(&tp->parked)) {
       /* Polling: a few more looks at an empty CQ before going back to the
        * loop, whose turn (an epoll_wait among it) costs far more than one. */
-      int found = vb_cq_drain(dev);
+      int found = rmx__vb_cq_drain(dev);
       for (int i = 0; !found && i < VB_POLL_SPIN && (tp->polling || dev->spinning); i++)
-        found = vb_cq_drain(dev);
+        found = rmx__vb_cq_drain(dev);
       if (dev->spinning)
-        vb_spin_poll(dev, found);
+        rmx__vb_spin_poll(dev, found);
       busy |= dev->spinning;
     }
   }
@@ -38,15 +38,15 @@ static void idle_cb(uv_idle_t *h)
     if (tc->fail_status) {
       int st = tc->fail_status;
       tc->fail_status = 0;
-      vb_fail(tc, st);
-      next = n->next; /* vb_fail may have closed, not freed */
+      rmx__vb_fail(tc, st);
+      next = n->next; /* rmx__vb_fail may have closed, not freed */
     }
     if (tc->state == VC_DONE)
-      vb_conn_reap(tc);
+      rmx__vb_conn_reap(tc);
     else if (tc->state == VC_DRAINING)
       busy = 1; /* in poll mode the drain completes through us */
   }
-  vb_parked_sweep(tp, 0);
+  rmx__vb_parked_sweep(tp, 0);
   if (!rmx_list_empty(&tp->parked))
     busy = 1;
   if (!tp->polling && !busy)
@@ -80,7 +80,7 @@ static int vb_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
   m->tp = tp;
   m->mr = ibv_reg_mr(tp->dev->pd, addr, len ? len : 1, flags);
   if (!m->mr) {
-    int rc = vb_reg_err(tp, len, errno);
+    int rc = rmx__vb_reg_err(tp, len, errno);
     free(m);
     return rc;
   }
@@ -102,9 +102,9 @@ static uint64_t vb_mem_rkey(const rmx_tp_mem_t *m) { return m->mr->rkey; }
 static void tp_free(struct rmx_tp *tp)
 {
   rmx_list_t *n;
-  vb_parked_sweep(tp, 1); /* nothing polls now; registrations go before the PD */
+  rmx__vb_parked_sweep(tp, 1); /* nothing polls now; registrations go before the PD */
   while ((n = rmx_list_pop(&tp->devs)) != NULL)
-    vb_dev_release(rmx_container_of(n, vb_dev_t, link));
+    rmx__vb_dev_release(rmx_container_of(n, vb_dev_t, link));
   rdma_destroy_event_channel(tp->ech);
   free(tp);
 }
@@ -121,7 +121,7 @@ static int vb_init(const rmx_tp_env_t *env, rmx_tp_t **out)
     return RMX_ENODEV;
   }
   for (int i = 0; i < n && !found; i++)
-    found = vb_device_named(cfg->device, list[i]);
+    found = rmx__vb_device_named(cfg->device, list[i]);
   ibv_free_device_list(list);
   if (!found) {
     RMX_TP_LOG(env, ERROR, "rdma: RMX_DEVICE=%s matches no device (rmx-info lists them)",
@@ -157,7 +157,7 @@ static int vb_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   }
   uv_poll_init(tp->loop, &tp->ech_poll, tp->ech->fd);
   tp->ech_poll.data = tp;
-  uv_poll_start(&tp->ech_poll, UV_READABLE, vb_cm_events);
+  uv_poll_start(&tp->ech_poll, UV_READABLE, rmx__vb_cm_events);
   uv_unref((uv_handle_t *)&tp->ech_poll); /* referenced while connections live */
   uv_idle_init(tp->loop, &tp->idle);
   tp->idle.data = tp;
@@ -186,7 +186,7 @@ static void vb_fini(rmx_tp_t *tp)
     next = n->next;
     struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, link);
     tc->owner = NULL;
-    vb_conn_reap(tc);
+    rmx__vb_conn_reap(tc);
   }
   tp->finishing = 1;
   uv_close((uv_handle_t *)&tp->ech_poll, tp_handle_closed);
@@ -194,7 +194,7 @@ static void vb_fini(rmx_tp_t *tp)
   rmx_list_foreach(n, &tp->devs) {
     vb_dev_t *dev = rmx_container_of(n, vb_dev_t, link);
     uv_close((uv_handle_t *)&dev->chan_poll, dev_handle_closed);
-    vb_async_close(dev, dev_handle_closed);
+    rmx__vb_async_close(dev, dev_handle_closed);
   }
 }
 
@@ -214,23 +214,23 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx_verbs_ops = {
   .hello_max = 56,    /* rdma_cm connect private data (an accept carries up to 196) */
   .init = vb_init,
   .fini = vb_fini,
-  .devices = vb_devices,
-  .listen = vb_listen,
-  .listen_addr = vb_listen_addr,
-  .peer_addr = vb_peer_addr,
-  .local_addr = vb_local_addr,
-  .conn_label = vb_conn_label,
-  .listen_close = vb_listen_close,
-  .connect = vb_connect,
-  .accept = vb_accept,
-  .reject = vb_reject,
-  .close = vb_close,
-  .send = vb_send,
-  .read = vb_read,
-  .write = vb_write,
-  .atomic = vb_atomic,
-  .caps = vb_caps,
-  .flush = vb_flush,
+  .devices = rmx__vb_devices,
+  .listen = rmx__vb_listen,
+  .listen_addr = rmx__vb_listen_addr,
+  .peer_addr = rmx__vb_peer_addr,
+  .local_addr = rmx__vb_local_addr,
+  .conn_label = rmx__vb_conn_label,
+  .listen_close = rmx__vb_listen_close,
+  .connect = rmx__vb_connect,
+  .accept = rmx__vb_accept,
+  .reject = rmx__vb_reject,
+  .close = rmx__vb_close,
+  .send = rmx__vb_send,
+  .read = rmx__vb_read,
+  .write = rmx__vb_write,
+  .atomic = rmx__vb_atomic,
+  .caps = rmx__vb_caps,
+  .flush = rmx__vb_flush,
   .ready = vb_ready,
   .mem_reg = vb_mem_reg,
   .mem_dereg = vb_mem_dereg,

@@ -18,7 +18,7 @@
 #define VB_ACK_EVERY 64    /* CQ events acknowledged in batches: acking locks */
 #define VB_INLINE_WANT 256
 /* Devices differ in how much they inline: a QP asks for these in turn until
- * one fits (vb_qp_create; devinfo.c probes the same way). */
+ * one fits (rmx__vb_qp_create; devinfo.c probes the same way). */
 #define VB_INLINE_TRY {VB_INLINE_WANT, 64, 0}
 #define VB_PDATA_MAX 256
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
@@ -213,69 +213,69 @@ static inline void vb_tp_unlive(struct rmx_tp *tp)
 }
 
 /* err.c */
-int vb_err_from_errno(int e);
-uint8_t vb_ack_timeout_exp(uint32_t ms);
-int vb_reg_err(struct rmx_tp *tp, size_t len, int e);
-int vb_wc_status(enum ibv_wc_status s);
+int rmx__vb_err_from_errno(int e);
+uint8_t rmx__vb_ack_timeout_exp(uint32_t ms);
+int rmx__vb_reg_err(struct rmx_tp *tp, size_t len, int e);
+int rmx__vb_wc_status(enum ibv_wc_status s);
 
 /* ep.c */
-void vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
+void rmx__vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
               const void *data, size_t len);
-void vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status);
-void vb_fail_slots(struct rmx_tp_conn *tc);
-void vb_qp_destroy_qp(struct rmx_tp_conn *tc);
-void vb_qp_destroy(struct rmx_tp_conn *tc);
-void vb_check_drained(struct rmx_tp_conn *tc);
-void vb_fail(struct rmx_tp_conn *tc, int status);
-void vb_close(struct rmx_tp_conn *tc);
-void vb_conn_reap(struct rmx_tp_conn *tc);
-void vb_parked_sweep(struct rmx_tp *tp, int all);
+void rmx__vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status);
+void rmx__vb_fail_slots(struct rmx_tp_conn *tc);
+void rmx__vb_qp_destroy_qp(struct rmx_tp_conn *tc);
+void rmx__vb_qp_destroy(struct rmx_tp_conn *tc);
+void rmx__vb_check_drained(struct rmx_tp_conn *tc);
+void rmx__vb_fail(struct rmx_tp_conn *tc, int status);
+void rmx__vb_close(struct rmx_tp_conn *tc);
+void rmx__vb_conn_reap(struct rmx_tp_conn *tc);
+void rmx__vb_parked_sweep(struct rmx_tp *tp, int all);
 
 /* qp.c */
-int vb_qp_create(struct rmx_tp_conn *tc);
-int vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
-int vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
+int rmx__vb_qp_create(struct rmx_tp_conn *tc);
+int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
+int rmx__vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
             uint64_t raddr, uint64_t rkey, void *op);
-int vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
+int rmx__vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
              uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
-int vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
+int rmx__vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
               uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
-unsigned vb_caps(struct rmx_tp_conn *tc);
-void vb_flush(struct rmx_tp_conn *tc);
+unsigned rmx__vb_caps(struct rmx_tp_conn *tc);
+void rmx__vb_flush(struct rmx_tp_conn *tc);
 /* Post what every connection has built (the end of a batch of completions). */
-void vb_flush_all(struct rmx_tp *tp);
-void vb_repost_all(struct rmx_tp *tp);
+void rmx__vb_flush_all(struct rmx_tp *tp);
+void rmx__vb_repost_all(struct rmx_tp *tp);
 
 /* cq.c */
-void vb_cq_event(uv_poll_t *h, int status, int events);
-int vb_cq_drain(vb_dev_t *dev);
-void vb_spin(vb_dev_t *dev);
-void vb_spin_poll(vb_dev_t *dev, int found);
+void rmx__vb_cq_event(uv_poll_t *h, int status, int events);
+int rmx__vb_cq_drain(vb_dev_t *dev);
+void rmx__vb_spin(vb_dev_t *dev);
+void rmx__vb_spin_poll(vb_dev_t *dev, int found);
 
 /* async.c */
-void vb_async_open(vb_dev_t *dev);
-void vb_async_close(vb_dev_t *dev, uv_close_cb closed);
+void rmx__vb_async_open(vb_dev_t *dev);
+void rmx__vb_async_close(vb_dev_t *dev, uv_close_cb closed);
 
 /* dev.c */
-int vb_device_named(const char *want, struct ibv_device *d);
-int vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out);
-void vb_dev_release(vb_dev_t *dev);
+int rmx__vb_device_named(const char *want, struct ibv_device *d);
+int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out);
+void rmx__vb_dev_release(vb_dev_t *dev);
 
 /* devinfo.c */
-int vb_devices(rmx_device_info_t **out, int *n);
+int rmx__vb_devices(rmx_device_info_t **out, int *n);
 
 /* cm.c */
-void vb_cm_events(uv_poll_t *h, int status, int events);
-int vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
+void rmx__vb_cm_events(uv_poll_t *h, int status, int events);
+int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
               struct rmx_tp_listener **out);
-int vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss);
-int vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
-int vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
-int vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len);
-void vb_listen_close(struct rmx_tp_listener *l);
-int vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
+int rmx__vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss);
+int rmx__vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
+int rmx__vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
+int rmx__vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len);
+void rmx__vb_listen_close(struct rmx_tp_listener *l);
+int rmx__vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
                void *owner, struct rmx_tp_conn **out);
-int vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len);
-void vb_reject(struct rmx_tp_conn *tc, int status);
+int rmx__vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len);
+void rmx__vb_reject(struct rmx_tp_conn *tc, int status);
 
 #endif
