@@ -149,7 +149,7 @@ static void connect_cb(uv_connect_t *req, int status)
 }
 
 int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
-                void *owner, rmx_tp_conn_t **out)
+                     void *owner, rmx_tp_conn_t **out)
 {
   if (len > TF_HELLO_MAX)
     return RMX_EINVAL;

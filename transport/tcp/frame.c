@@ -71,7 +71,7 @@ static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, siz
 }
 
 const char *rmx__tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uint8_t *kind,
-                     uint32_t *blen)
+                          uint32_t *blen)
 {
   *blen = rmx_get32(hdr);
   *kind = hdr[4];

@@ -102,6 +102,6 @@ int32_t rmx__tf_reject_get(const uint8_t *b);
  * *kind and *blen are set either way, *kind to TF_FRAME for any rmx frame.
  */
 const char *rmx__tf_check(const uint8_t *hdr, tc_state_t state, size_t max_frame, uint8_t *kind,
-                     uint32_t *blen);
+                          uint32_t *blen);
 
 #endif

@@ -57,7 +57,7 @@ static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *d
 }
 
 int rmx__tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
-             uint64_t rkey, void *op)
+                  uint64_t rkey, void *op)
 {
   tf_req_t r = {.addr = raddr, .len = len, .key = rkey};
   rd_t *rd;
@@ -71,7 +71,7 @@ int rmx__tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_me
 }
 
 int rmx__tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
-              uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
+                   uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
 {
   tf_req_t r = {.addr = raddr, .len = len, .key = rkey, .flags = imm ? 1 : 0,
                 .imm = imm ? *imm : 0};
@@ -83,7 +83,7 @@ int rmx__tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t 
 }
 
 int rmx__tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
-               uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
+                    uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
 {
   tf_req_t r = {.addr = raddr, .key = rkey, .op = (uint32_t)kind, .cmp_add = cmp_add,
                 .swap = swap};

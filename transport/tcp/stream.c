@@ -302,7 +302,7 @@ int rmx__tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 
 /* A frame whose body is small and lives in the request itself. */
 int rmx__tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
-                    size_t blen)
+                         size_t blen)
 {
   wreq_t *w = rmx__tcp_wreq_get(tc, kind, NULL);
   if (!w)

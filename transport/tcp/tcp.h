@@ -234,7 +234,7 @@ wreq_t *rmx__tcp_wreq_get(rmx_tp_conn_t *tc, wkind_t kind, void *op);
 int rmx__tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
 int rmx__tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
 int rmx__tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
-                    size_t blen);
+                         size_t blen);
 int rmx__tcp_read_start(rmx_tp_conn_t *tc);
 void rmx__tcp_sink_start(rmx_tp_conn_t *tc);
 int rmx__tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
@@ -243,11 +243,11 @@ void rmx__tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsi
 
 /* initiator.c */
 int rmx__tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
-             uint64_t rkey, void *op);
+                  uint64_t rkey, void *op);
 int rmx__tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
-              uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
+                   uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
 int rmx__tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
-               uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
+                    uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
 void rmx__tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
 void rmx__tcp_pend_cancel(rmx_tp_conn_t *tc);
 
@@ -265,7 +265,7 @@ void rmx__tcp_conn_free(rmx_tp_conn_t *tc);
 void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
 void rmx__tcp_conn_acked(rmx_tp_conn_t *tc, int status);
 int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
-                void *owner, rmx_tp_conn_t **out);
+                     void *owner, rmx_tp_conn_t **out);
 int rmx__tcp_accept(rmx_tp_conn_t *tc, void *owner, const void *hello, size_t len);
 void rmx__tcp_reject(rmx_tp_conn_t *tc, int status);
 void rmx__tcp_ready(rmx_tp_conn_t *tc);

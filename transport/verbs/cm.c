@@ -52,7 +52,7 @@ static struct rmx_tp_conn *tc_new(struct rmx_tp *tp, struct rdma_cm_id *id)
 /* ---- active side ---- */
 
 int rmx__vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
-               void *owner, struct rmx_tp_conn **out)
+                    void *owner, struct rmx_tp_conn **out)
 {
   struct rdma_cm_id *id;
   if (len > CONNECT_PDATA_MAX)
@@ -159,7 +159,7 @@ static void on_route_resolved(struct rmx_tp_conn *tc)
 /* ---- passive side ---- */
 
 int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
-              struct rmx_tp_listener **out)
+                   struct rmx_tp_listener **out)
 {
   char a[80];
   struct rmx_tp_listener *l = calloc(1, sizeof(*l));
@@ -389,7 +389,7 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
       uv_timer_stop(&tc->timer);
       log_qp_timers(tc);
       rmx__vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, tc->passive ? NULL : pd,
-               tc->passive ? 0 : pdlen);
+                    tc->passive ? 0 : pdlen);
     }
     break;
   case RDMA_CM_EVENT_REJECTED:

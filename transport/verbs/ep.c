@@ -13,7 +13,7 @@
 #include "verbs.h"
 
 void rmx__vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
-              const void *data, size_t len)
+                   const void *data, size_t len)
 {
   rmx_tp_ev_t ev = {.type = t, .status = status, .op = op, .data = data, .len = len};
   tc->tp->env->event(tc->owner, &ev);

@@ -259,13 +259,13 @@ static int rdma_rw(struct rmx_tp_conn *tc, enum ibv_wr_opcode opc, slot_kind_t k
 }
 
 int rmx__vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
-            uint64_t raddr, uint64_t rkey, void *op)
+                 uint64_t raddr, uint64_t rkey, void *op)
 {
   return rdma_rw(tc, IBV_WR_RDMA_READ, SLOT_READ, dst, len, dst_mem, raddr, rkey, NULL, op);
 }
 
 int rmx__vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
-             uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
+                  uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
 {
   return rdma_rw(tc, IBV_WR_RDMA_WRITE, SLOT_WRITE, (void *)(uintptr_t)src, len, src_mem, raddr,
                  rkey, imm, op);
@@ -277,7 +277,7 @@ unsigned rmx__vb_caps(struct rmx_tp_conn *tc)
 }
 
 int rmx__vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
-              uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
+                   uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
 {
   if (tc->dead || tc->closing || tc->state != VC_UP)
     return RMX_ENOTCONN;

@@ -220,7 +220,7 @@ int rmx__vb_wc_status(enum ibv_wc_status s);
 
 /* ep.c */
 void rmx__vb_raise(struct rmx_tp_conn *tc, rmx_tp_ev_type_t t, int status, void *op,
-              const void *data, size_t len);
+                   const void *data, size_t len);
 void rmx__vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status);
 void rmx__vb_fail_slots(struct rmx_tp_conn *tc);
 void rmx__vb_qp_destroy_qp(struct rmx_tp_conn *tc);
@@ -235,11 +235,11 @@ void rmx__vb_parked_sweep(struct rmx_tp *tp, int all);
 int rmx__vb_qp_create(struct rmx_tp_conn *tc);
 int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
 int rmx__vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
-            uint64_t raddr, uint64_t rkey, void *op);
+                 uint64_t raddr, uint64_t rkey, void *op);
 int rmx__vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
-             uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
+                  uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
 int rmx__vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
-              uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
+                   uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
 unsigned rmx__vb_caps(struct rmx_tp_conn *tc);
 void rmx__vb_flush(struct rmx_tp_conn *tc);
 /* Post what every connection has built (the end of a batch of completions). */
@@ -267,14 +267,14 @@ int rmx__vb_devices(rmx_device_info_t **out, int *n);
 /* cm.c */
 void rmx__vb_cm_events(uv_poll_t *h, int status, int events);
 int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
-              struct rmx_tp_listener **out);
+                   struct rmx_tp_listener **out);
 int rmx__vb_listen_addr(struct rmx_tp_listener *l, struct sockaddr_storage *ss);
 int rmx__vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
 int rmx__vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
 int rmx__vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len);
 void rmx__vb_listen_close(struct rmx_tp_listener *l);
 int rmx__vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
-               void *owner, struct rmx_tp_conn **out);
+                    void *owner, struct rmx_tp_conn **out);
 int rmx__vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len);
 void rmx__vb_reject(struct rmx_tp_conn *tc, int status);
 
