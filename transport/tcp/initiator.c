@@ -169,7 +169,7 @@ void rmx__tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint
   rd_t *rd = pend_head(tc, kind == TF_WR_RESP ? TF_WR_REQ : TF_AT_REQ, r.id);
   if (!rd) {
     rmx__tcp_proto_fail(tc, kind == TF_WR_RESP ? "write response for no outstanding write"
-                                          : "atomic response for no outstanding atomic");
+                                               : "atomic response for no outstanding atomic");
     return;
   }
   int32_t st = rmx_wire_status(r.status);
