@@ -420,6 +420,7 @@ struct rmx_ctx {
   rmx_list_t authing;      /* connections in RMX_CS_AUTH, oldest first */
   uv_timer_t auth_timer;
   rmx__ratelimit_t rl_refused; /* refused hellos and failed authentications */
+  rmx__ratelimit_t rl_proto;   /* connections closed for a peer's protocol error */
   uv_timer_t alive_timer;  /* keepalive sweep (src/msg/alive.c) */
   uint32_t alive_period;
   uint64_t alive_due;      /* when the sweep should run next */

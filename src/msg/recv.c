@@ -15,8 +15,10 @@
 
 static void protocol_error(rmx_conn_t *c, const char *why)
 {
-  RMX_LOG(c->ctx, ERROR, "closing the connection to %s peer %s: its protocol error: %s",
-          c->ops->name, c->peer, why);
+  /* A peer can make these at will, one per connection it opens. */
+  RMX_LOG_LIMITED(c->ctx, &c->ctx->rl_proto, ERROR,
+                  "closing the connection to %s peer %s: its protocol error: %s", c->ops->name,
+                  c->peer, why);
   rmx__conn_down(c, RMX_EPROTO);
 }
 

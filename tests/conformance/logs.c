@@ -12,7 +12,10 @@
  * - a flood of 300 bad hellos, of 300 connections that are not rmx at all
  *   (HTTP), then of 300 failed authentications, from a raw client, logs
  *   one line per second at most, and every refusal is either logged or
- *   counted in the next line's "N more";
+ *   counted in the next line's "N more"; the same for 300 connections
+ *   that shake hands and then send a transport frame of no known kind, and
+ *   300 that send an rmx frame of no known type (protocol errors, which a
+ *   peer can repeat at will too);
  * - a REJECT with any status reaches on_connected as an RMX_E* code.
  */
 #include <arpa/inet.h>
@@ -307,6 +310,40 @@ static int flood_bad_proofs(raw_t *r)
   return 0;
 }
 
+/* A hello, its HELLO_ACK, then the frame in bad[0..nbad). */
+static int flood_after_hello(raw_t *r, const uint8_t *bad, size_t nbad)
+{
+  uint8_t b[64], body[256], kind;
+  uint32_t blen;
+  hello_t h = hello_default();
+  for (int i = 0; i < FLOOD + r->mode; i++) {
+    int fd = raw_dial(r->port);
+    RCHECK(r, fd >= 0, "dial %d", i);
+    size_t n = hello_frame(b, &h, 0, 0);
+    RCHECK(r, wr_all(fd, b, n) == 0, "write %d", i);
+    RCHECK(r, rd_tframe(fd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_HELLO_ACK,
+           "no HELLO_ACK %d", i);
+    RCHECK(r, wr_all(fd, bad, nbad) == 0, "write the bad frame %d", i);
+    drain_eof(fd, 10000);
+    close(fd);
+  }
+  return 0;
+}
+
+/* A transport frame of kind 11: between the transport's own and rmx's. */
+static int flood_unknown_kinds(raw_t *r)
+{
+  uint8_t b[16];
+  return flood_after_hello(r, b, tfx(b, 11, 0, 0, 0));
+}
+
+/* An rmx frame of type 15: no such frame. */
+static int flood_unknown_types(raw_t *r)
+{
+  uint8_t b[64];
+  return flood_after_hello(r, b, msg_frame(b, 15, 0, 0, NULL, 0));
+}
+
 /* The "N more" a line ends with, or 0. */
 static unsigned held_in(const char *l)
 {
@@ -337,8 +374,7 @@ static void flood_case(srv_t *s, script_fn fn, const char *what)
     if (strstr(lines[i], what)) {
       logged++;
       held += held_in(lines[i]);
-      if (!strstr(lines[i], "incoming tcp peer 127.0.0.1:") &&
-          !strstr(lines[i], "incoming peer 127.0.0.1:"))
+      if (!strstr(lines[i], "peer 127.0.0.1:") && !strstr(lines[i], "with 127.0.0.1:"))
         dump_and_fail("a refusal that does not name the peer's address");
     }
   print_message("%s: %d lines in %llu ms of flood; %u logged, %u counted in all\n", what,
@@ -364,6 +400,34 @@ static void refusal_floods_log_one_line_per_second(void **state)
   flood_case(&s, flood_bad_proofs, "authentication failed, refused: wrong proof");
   assert_int_equal(s.accepted, 0);
   srv_close(&s);
+}
+
+/* An accepted connection that fails is closed at once. */
+static void closing_disconnect(rmx_conn_t *c, int status, void *arg)
+{
+  ++*(int *)arg;
+  assert_int_equal(status, RMX_EPROTO);
+  assert_int_equal(rmx_conn_close(c, NULL, NULL), 0);
+}
+
+static void closing_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
+{
+  rmx_conn_set_cbs(c, &(rmx_conn_cbs_t){.on_disconnect = closing_disconnect}, arg);
+}
+
+static void protocol_error_floods_log_one_line_per_second(void **state)
+{
+  srv_t s = {.ctx = mkctx(NULL, 0)};
+  int cut = 0;
+  assert_int_equal(rmx_listen(s.ctx, "tcp://127.0.0.1:0", closing_accept, &cut, &s.l), 0);
+  assert_int_equal(rmx_listener_uri(s.l, s.uri, sizeof(s.uri)), 0);
+  s.port = atoi(strrchr(s.uri, ':') + 1);
+  flood_case(&s, flood_unknown_kinds, "tcp: closing connection with");
+  pump_for(1100);
+  flood_case(&s, flood_unknown_types, "its protocol error");
+  PUMP_UNTIL(cut == 2 * (FLOOD + 1));
+  rmx_listener_close(s.l);
+  assert_int_equal(rmx_ctx_destroy(s.ctx), 0);
 }
 
 /* ---- a REJECT's status ---- */
@@ -437,6 +501,7 @@ int main(int argc, char **argv)
     cmocka_unit_test_setup_teardown(trace_logs_frames_and_events, setup, teardown),
     cmocka_unit_test_setup_teardown(conn_addresses_on_both_ends, setup, teardown),
     cmocka_unit_test_setup_teardown(refusal_floods_log_one_line_per_second, setup, teardown),
+    cmocka_unit_test_setup_teardown(protocol_error_floods_log_one_line_per_second, setup, teardown),
     cmocka_unit_test_setup_teardown(reject_status_is_an_rmx_code, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

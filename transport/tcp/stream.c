@@ -119,7 +119,8 @@ void rmx__tcp_proto_fail(rmx_tp_conn_t *tc, const char *why)
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_hello, uv_now(tc->tp->loop), ERROR,
                        "tcp: refusing incoming peer %s before its hello: %s", peer, why);
   else
-    RMX_TP_LOG(tc->tp->env, ERROR, "tcp: closing connection with %s: %s", peer, why);
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_proto, uv_now(tc->tp->loop), ERROR,
+                       "tcp: closing connection with %s: %s", peer, why);
   rmx__tcp_fail(tc, RMX_EPROTO);
 }
 

@@ -133,7 +133,7 @@ struct rmx_tp {
   uint64_t next_serial;
   uint32_t live; /* listeners and connections not yet freed */
   int finishing;
-  rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello; /* log limiters (base/log.h) */
+  rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello, rl_proto; /* log limiters (base/log.h) */
 };
 
 struct rmx_tp_listener {
