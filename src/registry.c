@@ -20,9 +20,9 @@
 
 #include "registry.h"
 
-extern const rmx_tp_ops_t rmx_tcp_ops;
+extern const rmx_tp_ops_t rmx__tcp_ops;
 #ifdef RMX_VERBS_BUILTIN
-extern const rmx_tp_ops_t rmx_verbs_ops;
+extern const rmx_tp_ops_t rmx__verbs_ops;
 #endif
 
 enum { SLOT_TCP, SLOT_RDMA };
@@ -33,9 +33,9 @@ static struct {
   const char *absent;
   int auto_rank;           /* auto:// tries lower ranks first */
 } registry[RMX_TP_COUNT] = {
-  [SLOT_TCP] = {"tcp", &rmx_tcp_ops, NULL, 1},
+  [SLOT_TCP] = {"tcp", &rmx__tcp_ops, NULL, 1},
 #ifdef RMX_VERBS_BUILTIN
-  [SLOT_RDMA] = {"rdma", &rmx_verbs_ops, NULL, 0},
+  [SLOT_RDMA] = {"rdma", &rmx__verbs_ops, NULL, 0},
 #else
   [SLOT_RDMA] = {"rdma", NULL, "rmx was built without rdma-core", 0},
 #endif
@@ -64,7 +64,7 @@ static void *open_module(void)
 static void load_verbs(void)
 {
   void *h = open_module();
-  const rmx_tp_ops_t *ops = h ? dlsym(h, "rmx_verbs_ops") : NULL;
+  const rmx_tp_ops_t *ops = h ? dlsym(h, "rmx__verbs_ops") : NULL;
   if (ops) {
     registry[SLOT_RDMA].ops = ops; /* the module stays loaded for good */
     registry[SLOT_RDMA].absent = NULL;
@@ -73,7 +73,7 @@ static void load_verbs(void)
   /* dlerror names the library that is missing (libibverbs.so.1, say). */
   const char *err = dlerror();
   snprintf(load_error, sizeof(load_error), "the RDMA transport could not be loaded: %s",
-           err ? err : MODULE_NAME " has no rmx_verbs_ops");
+           err ? err : MODULE_NAME " has no rmx__verbs_ops");
   registry[SLOT_RDMA].absent = load_error;
   if (h)
     dlclose(h);

@@ -93,6 +93,6 @@ static int err_known(int32_t v)
   return 0;
 }
 
-int32_t rmx_wire_status(int32_t v) { return v == 0 || err_known(v) ? v : RMX_EIO; }
+int32_t rmx__wire_status(int32_t v) { return v == 0 || err_known(v) ? v : RMX_EIO; }
 
-int32_t rmx_reject_status(int32_t v) { return err_known(v) ? v : RMX_ECONNREFUSED; }
+int32_t rmx__reject_status(int32_t v) { return err_known(v) ? v : RMX_ECONNREFUSED; }

@@ -10,11 +10,11 @@ int rmx__uv_err(int uv_status);
 
 /* A status that came off the wire: 0 or an RMX_E* code as sent; any other
  * value (positive, or a negative one rmx has no name for) becomes RMX_EIO. */
-int32_t rmx_wire_status(int32_t v);
+int32_t rmx__wire_status(int32_t v);
 
 /* The status of a peer's refusal of our connect (a REJECT): an RMX_E* code
  * as sent; anything else (0, positive, a negative one rmx has no name for)
  * becomes RMX_ECONNREFUSED: the peer refused without saying why. */
-int32_t rmx_reject_status(int32_t v);
+int32_t rmx__reject_status(int32_t v);
 
 #endif

@@ -394,7 +394,7 @@ int rmx__auth_recv(rmx_conn_t *c, const void *buf, size_t len)
   rmx_frame_t f;
   const char *bad;
 
-  if (rmx_wire_decode(buf, len, &f, &bad) != 0) {
+  if (rmx__wire_decode(buf, len, &f, &bad) != 0) {
     snprintf(why, sizeof(why), "malformed first frame: %s", bad);
     rmx__auth_refuse(c, why);
     return 0;

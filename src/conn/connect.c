@@ -23,7 +23,7 @@ void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
     .silence_ms = rmx__alive_limit(&ctx->cfg),
     .rma_window = ctx->cfg.rma_window,
   };
-  rmx_wire_hello_encode(&h, out);
+  rmx__wire_hello_encode(&h, out);
 }
 
 /* Decode and sanity-check a peer's hello; logs why it is refused: through
@@ -40,7 +40,7 @@ void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
 static int hello_check(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, const char *who, const void *data,
                        size_t len, rmx_wire_hello_t *h)
 {
-  int rc = rmx_wire_hello_decode(data, len, h);
+  int rc = rmx__wire_hello_decode(data, len, h);
   if (rc == RMX_EVERSION) {
     HELLO_LOG(ctx, rl, "%s speaks rmx protocol version %u, this side speaks %u: refused", who,
               h->version, RMX_WIRE_VERSION);

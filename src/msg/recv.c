@@ -237,7 +237,7 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
 
   if (c->state != RMX_CS_ESTABLISHED)
     return; /* closing: nothing more is delivered */
-  if (rmx_wire_decode(buf, len, &f, &why) != 0) {
+  if (rmx__wire_decode(buf, len, &f, &why) != 0) {
     protocol_error(c, why);
     return;
   }

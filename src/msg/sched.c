@@ -61,13 +61,13 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
         (rc = rmx__buf_mem(c->ctx, op->buf, c->tpi, &sge.mem)) != 0)
       return rc;
     returned = rmx__credit_take(&c->cr);
-    rmx_wire_set_credits(hdr, returned);
+    rmx__wire_set_credits(hdr, returned);
     sge.addr = hdr;
     sge.len = RMX_WIRE_HDR_LEN + EXT_LEN(op) + op->len;
   } else {
     if (op->ctrl != RMX_FR_BYE) {
       returned = rmx__credit_take(&c->cr);
-      rmx_wire_set_credits(op->frame, returned);
+      rmx__wire_set_credits(op->frame, returned);
     }
     sge.addr = op->frame;
     sge.len = op->frame_len;
@@ -216,9 +216,9 @@ static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin, co
     return RMX_ENOMEM;
   op->ctrl = type;
   if (type == RMX_FR_FIN) {
-    op->frame_len = (uint32_t)rmx_wire_fin_encode(op->frame, 0, fin);
+    op->frame_len = (uint32_t)rmx__wire_fin_encode(op->frame, 0, fin);
   } else {
-    op->frame_len = (uint32_t)(rmx_wire_hdr_encode(op->frame, type, 0, (uint32_t)len) + len);
+    op->frame_len = (uint32_t)(rmx__wire_hdr_encode(op->frame, type, 0, (uint32_t)len) + len);
     if (len)
       memcpy(op->frame + RMX_WIRE_HDR_LEN, body, len);
   }

@@ -87,9 +87,9 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
     }
     if (!ubuf && len)
       memcpy(hdr + RMX_WIRE_HDR_LEN + ext, data, len);
-    rmx_wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
+    rmx__wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
     if (rpc_flag)
-      rmx_wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
+      rmx__wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
     c->st.eager_sent++;
   } else {
     op = rmx__op_get(c->ctx, c, RMX_OP_RNDV);
@@ -105,9 +105,9 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
     op->id = ++c->next_id;
     rmx_wire_rts_t rts = {.id = op->id, .addr = (uintptr_t)data, .size = len,
                           .rkey = c->ops->mem_rkey(op->mem)};
-    op->frame_len = (uint32_t)rmx_wire_rts_encode(op->frame, 0, &rts);
+    op->frame_len = (uint32_t)rmx__wire_rts_encode(op->frame, 0, &rts);
     if (rpc_flag) {
-      rmx_wire_rpc_add(op->frame, rpc_flag, op->frame + op->frame_len, rpc);
+      rmx__wire_rpc_add(op->frame, rpc_flag, op->frame + op->frame_len, rpc);
       op->frame_len += RMX_WIRE_RPC_LEN;
     }
     c->st.rndv_sent++;
@@ -165,7 +165,7 @@ int rmx__msg_fin(rmx_conn_t *c, const rmx_wire_fin_t *fin)
     if (op->id != fin->id)
       continue;
     rmx_list_del(n);
-    op->status = rmx_wire_status(fin->status);
+    op->status = rmx__wire_status(fin->status);
     op->ready = 1;
     if (op->sent)
       rndv_done(op);

@@ -3,7 +3,7 @@
 
 #include <rmx/rmx.h>
 
-void rmx_wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO_LEN])
+void rmx__wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO_LEN])
 {
   rmx_put32(out + 0, h->magic);
   rmx_put16(out + 4, h->version);
@@ -15,7 +15,7 @@ void rmx_wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO
   rmx_put32(out + 28, h->rma_window);
 }
 
-int rmx_wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
+int rmx__wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
 {
   const uint8_t *p = buf;
   /* The magic and version are read first so a newer peer with a longer
@@ -37,7 +37,7 @@ int rmx_wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
   return 0;
 }
 
-size_t rmx_wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_t body_len)
+size_t rmx__wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_t body_len)
 {
   out[0] = type;
   out[1] = 0;
@@ -46,9 +46,9 @@ size_t rmx_wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_
   return RMX_WIRE_HDR_LEN;
 }
 
-void rmx_wire_set_credits(uint8_t *hdr, uint16_t credits) { rmx_put16(hdr + 2, credits); }
+void rmx__wire_set_credits(uint8_t *hdr, uint16_t credits) { rmx_put16(hdr + 2, credits); }
 
-void rmx_wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc)
+void rmx__wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc)
 {
   hdr[1] = flag;
   rmx_put32(hdr + 4, rmx_get32(hdr + 4) + RMX_WIRE_RPC_LEN);
@@ -64,9 +64,9 @@ static void rpc_decode(const uint8_t *p, rmx_wire_rpc_t *rpc)
   rpc->status = (int32_t)rmx_get32(p + 12);
 }
 
-size_t rmx_wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t *rts)
+size_t rmx__wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t *rts)
 {
-  uint8_t *p = out + rmx_wire_hdr_encode(out, RMX_FR_RTS, credits, RMX_WIRE_RTS_LEN);
+  uint8_t *p = out + rmx__wire_hdr_encode(out, RMX_FR_RTS, credits, RMX_WIRE_RTS_LEN);
   rmx_put64(p + 0, rts->id);
   rmx_put64(p + 8, rts->addr);
   rmx_put64(p + 16, rts->size);
@@ -74,16 +74,16 @@ size_t rmx_wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t 
   return RMX_WIRE_HDR_LEN + RMX_WIRE_RTS_LEN;
 }
 
-size_t rmx_wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t *fin)
+size_t rmx__wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t *fin)
 {
-  uint8_t *p = out + rmx_wire_hdr_encode(out, RMX_FR_FIN, credits, RMX_WIRE_FIN_LEN);
+  uint8_t *p = out + rmx__wire_hdr_encode(out, RMX_FR_FIN, credits, RMX_WIRE_FIN_LEN);
   rmx_put64(p + 0, fin->id);
   rmx_put32(p + 8, (uint32_t)fin->status);
   rmx_put32(p + 12, 0);
   return RMX_WIRE_HDR_LEN + RMX_WIRE_FIN_LEN;
 }
 
-int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **why)
+int rmx__wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **why)
 {
   const uint8_t *p = buf;
   static const size_t body_len[] = {

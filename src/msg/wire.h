@@ -94,26 +94,26 @@ typedef struct rmx_frame {
 /* Largest control frame: header plus the longest extension. */
 #define RMX_WIRE_CTRL_MAX (RMX_WIRE_HDR_LEN + RMX_WIRE_RTS_LEN + RMX_WIRE_RPC_LEN)
 
-void rmx_wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO_LEN]);
+void rmx__wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO_LEN]);
 /* 0, RMX_EPROTO (short or not rmx), RMX_EVERSION (rmx, other version). */
-int rmx_wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h);
+int rmx__wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h);
 
 /* Writes the 8-byte header; returns its length. */
-size_t rmx_wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_t body_len);
+size_t rmx__wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_t body_len);
 /* Writes header + RTS body; returns the frame length. */
-size_t rmx_wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t *rts);
-size_t rmx_wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t *fin);
+size_t rmx__wire_rts_encode(uint8_t *out, uint16_t credits, const rmx_wire_rts_t *rts);
+size_t rmx__wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t *fin);
 /* Mark an encoded DATA or RTS frame as RPC and write its extension at ext
  * (after the header for DATA, after the RTS body for RTS); the body length
  * grows by RMX_WIRE_RPC_LEN. */
-void rmx_wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc);
+void rmx__wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc);
 /* Patch the credits field of an encoded header. */
-void rmx_wire_set_credits(uint8_t *hdr, uint16_t credits);
+void rmx__wire_set_credits(uint8_t *hdr, uint16_t credits);
 
 /*
  * Decode one whole frame of exactly len bytes. 0, or RMX_EPROTO with *why
  * set to a static reason. The payload view points into buf.
  */
-int rmx_wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **why);
+int rmx__wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **why);
 
 #endif

@@ -105,7 +105,7 @@ static int fk_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
   }
   rmx_frame_t fr;
   const char *why;
-  FUZZ_CHECK(rmx_wire_decode(f, len, &fr, &why) == 0);
+  FUZZ_CHECK(rmx__wire_decode(f, len, &fr, &why) == 0);
   if (fr.type != RMX_FR_BYE) {
     FUZZ_CHECK(fk.peer_credits > 0);
     fk.peer_credits--;
@@ -283,22 +283,22 @@ static void recv_built(prog_t *g)
   case RMX_FR_RTS: {
     unsigned s = next16(g);
     rmx_wire_rts_t r = {.id = next8(g), .addr = 0x10000, .size = s ? s : 1u << 20, .rkey = 9};
-    n = rmx_wire_rts_encode(f, (uint16_t)credits, &r);
+    n = rmx__wire_rts_encode(f, (uint16_t)credits, &r);
     break;
   }
   case RMX_FR_FIN: {
     unsigned i = next8(g);
     rmx_wire_fin_t fin = {.id = i < 8 ? fk.rts_ids[i] : i, .status = i & 1 ? 0 : RMX_EACCES};
-    n = rmx_wire_fin_encode(f, (uint16_t)credits, &fin);
+    n = rmx__wire_fin_encode(f, (uint16_t)credits, &fin);
     break;
   }
   case RMX_FR_CREDIT:
   case RMX_FR_BYE:
-    n = rmx_wire_hdr_encode(f, (uint8_t)type, (uint16_t)credits, 0);
+    n = rmx__wire_hdr_encode(f, (uint8_t)type, (uint16_t)credits, 0);
     break;
   default: { /* DATA */
     size_t plen = next16(g) % 1024;
-    n = rmx_wire_hdr_encode(f, RMX_FR_DATA, (uint16_t)credits, (uint32_t)plen);
+    n = rmx__wire_hdr_encode(f, RMX_FR_DATA, (uint16_t)credits, (uint32_t)plen);
     memset(f + n, 'D', plen);
     n += plen;
     type = RMX_FR_DATA;
@@ -308,7 +308,7 @@ static void recv_built(prog_t *g)
     /* the extension sits after the header (DATA, before the payload) or the body */
     size_t at = type == RMX_FR_DATA ? RMX_WIRE_HDR_LEN : n;
     memmove(f + at + RMX_WIRE_RPC_LEN, f + at, n - at);
-    rmx_wire_rpc_add(f, (uint8_t)(flags & 3), f + at, &x);
+    rmx__wire_rpc_add(f, (uint8_t)(flags & 3), f + at, &x);
     n += RMX_WIRE_RPC_LEN;
   }
   /* credited first: the core may spend them before the event returns */
@@ -328,7 +328,7 @@ static void recv_raw(prog_t *g)
   g->n -= len;
   rmx_frame_t fr;
   const char *why;
-  if (rmx_wire_decode(f, len, &fr, &why) == 0)
+  if (rmx__wire_decode(f, len, &fr, &why) == 0)
     fk.peer_credits += fr.credits;
   ev(RMX_TP_EV_RECV, 0, NULL, f, len);
   free(f);
@@ -473,11 +473,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   uint8_t hb[RMX_WIRE_HELLO_LEN];
   rmx_wire_hello_t h;
   rmx__hello_local(app.ctx, hb); /* sane in every field the core checks */
-  FUZZ_CHECK(rmx_wire_hello_decode(hb, sizeof(hb), &h) == 0);
+  FUZZ_CHECK(rmx__wire_hello_decode(hb, sizeof(hb), &h) == 0);
   h.eager_size = fk.peer_eager;
   h.rx_depth = fk.peer_depth;
   h.max_msg = h0 & 0x20 ? 4096 : 1 << 20;
-  rmx_wire_hello_encode(&h, hb);
+  rmx__wire_hello_encode(&h, hb);
   ev(RMX_TP_EV_ESTABLISHED, 0, NULL, hb, sizeof(hb));
   FUZZ_CHECK(app.connected);
 

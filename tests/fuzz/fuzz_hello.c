@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rmx_wire_hello_decode: the 32-byte handshake. An accepted hello re-encodes
+ * rmx__wire_hello_decode: the 32-byte handshake. An accepted hello re-encodes
  * to the bytes it came from; a refusal is told apart the documented way
  * (wrong magic or short: EPROTO; right magic, other version: EVERSION).
  */
@@ -12,7 +12,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   rmx_wire_hello_t h;
-  int rc = rmx_wire_hello_decode(data, size, &h);
+  int rc = rmx__wire_hello_decode(data, size, &h);
   int magic = size >= 4 && rmx_get32(data) == RMX_WIRE_MAGIC;
   int v1 = size >= 6 && rmx_get16(data + 4) == RMX_WIRE_VERSION;
   if (!magic || size < 6) {
@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* a longer hello from a later minor revision: the first 32 bytes count */
     FUZZ_CHECK(rc == 0);
     uint8_t out[RMX_WIRE_HELLO_LEN];
-    rmx_wire_hello_encode(&h, out);
+    rmx__wire_hello_encode(&h, out);
     FUZZ_CHECK(memcmp(out, data, sizeof(out)) == 0);
   }
   return 0;

@@ -201,11 +201,11 @@ static void put_hello(out_t *o, int small)
   uint8_t b[RMX_WIRE_HELLO_LEN];
   rmx_wire_hello_t h;
   rmx__hello_local(S.ctx, b);
-  FUZZ_CHECK(rmx_wire_hello_decode(b, sizeof(b), &h) == 0);
+  FUZZ_CHECK(rmx__wire_hello_decode(b, sizeof(b), &h) == 0);
   h.eager_size = small ? 256 : 8192;
   h.rx_depth = small ? 4 : 64;
   h.max_msg = small ? 4096 : 1 << 20;
-  rmx_wire_hello_encode(&h, b);
+  rmx__wire_hello_encode(&h, b);
   put_frame_hdr(o, TF_HELLO, 0, (const uint8_t[2]){0}, sizeof(b));
   put(o, b, sizeof(b));
 }

@@ -55,11 +55,11 @@ static void put64(buf_t *b, uint64_t v) { rmx_put64(b->p + b->n, v); b->n += 8; 
 static size_t data_frame(uint8_t *f, const char *payload, uint8_t rpc_flag, uint32_t handler)
 {
   size_t ext = rpc_flag ? RMX_WIRE_RPC_LEN : 0, plen = strlen(payload);
-  size_t n = rmx_wire_hdr_encode(f, RMX_FR_DATA, 0, (uint32_t)plen);
+  size_t n = rmx__wire_hdr_encode(f, RMX_FR_DATA, 0, (uint32_t)plen);
   memcpy(f + n + ext, payload, plen);
   if (rpc_flag) {
     rmx_wire_rpc_t x = {.call_id = 1, .handler = handler, .status = 0};
-    rmx_wire_rpc_add(f, rpc_flag, f + n, &x);
+    rmx__wire_rpc_add(f, rpc_flag, f + n, &x);
   }
   return n + ext + plen;
 }
@@ -67,10 +67,10 @@ static size_t data_frame(uint8_t *f, const char *payload, uint8_t rpc_flag, uint
 static size_t rts_frame(uint8_t *f, uint64_t size, uint8_t rpc_flag)
 {
   rmx_wire_rts_t r = {.id = 1, .addr = 0x7f0000001000, .size = size, .rkey = 0x1234};
-  size_t n = rmx_wire_rts_encode(f, 0, &r);
+  size_t n = rmx__wire_rts_encode(f, 0, &r);
   if (rpc_flag) {
     rmx_wire_rpc_t x = {.call_id = 2, .handler = 1};
-    rmx_wire_rpc_add(f, rpc_flag, f + n, &x);
+    rmx__wire_rpc_add(f, rpc_flag, f + n, &x);
     n += RMX_WIRE_RPC_LEN;
   }
   return n;
@@ -80,7 +80,7 @@ static void frames(void)
 {
   uint8_t f[256];
   size_t n;
-  n = rmx_wire_hdr_encode(f, RMX_FR_DATA, 0, 0);
+  n = rmx__wire_hdr_encode(f, RMX_FR_DATA, 0, 0);
   seed("fuzz_frame", "data-empty", f, n);
   seed("fuzz_frame", "data", f, data_frame(f, "hello", 0, 0));
   seed("fuzz_frame", "data-rpc-req", f, data_frame(f, "ping", RMX_FF_RPC_REQ, 1));
@@ -88,11 +88,11 @@ static void frames(void)
   seed("fuzz_frame", "rts", f, rts_frame(f, 100000, 0));
   seed("fuzz_frame", "rts-rpc", f, rts_frame(f, 100000, RMX_FF_RPC_REQ));
   rmx_wire_fin_t fin = {.id = 1, .status = RMX_EACCES};
-  seed("fuzz_frame", "fin", f, rmx_wire_fin_encode(f, 2, &fin));
-  seed("fuzz_frame", "credit", f, rmx_wire_hdr_encode(f, RMX_FR_CREDIT, 3, 0));
-  seed("fuzz_frame", "bye", f, rmx_wire_hdr_encode(f, RMX_FR_BYE, 0, 0));
+  seed("fuzz_frame", "fin", f, rmx__wire_fin_encode(f, 2, &fin));
+  seed("fuzz_frame", "credit", f, rmx__wire_hdr_encode(f, RMX_FR_CREDIT, 3, 0));
+  seed("fuzz_frame", "bye", f, rmx__wire_hdr_encode(f, RMX_FR_BYE, 0, 0));
   /* near misses: a flag on a control frame, a wrong length, a short one */
-  n = rmx_wire_hdr_encode(f, RMX_FR_CREDIT, 3, 0);
+  n = rmx__wire_hdr_encode(f, RMX_FR_CREDIT, 3, 0);
   f[1] = RMX_FF_RPC_REQ;
   seed("fuzz_frame", "credit-flagged", f, n);
   n = rts_frame(f, 1, 0);
@@ -110,12 +110,12 @@ static void hello_bytes(uint8_t out[RMX_WIRE_HELLO_LEN], uint16_t version, uint3
 {
   rmx_wire_hello_t h;
   rmx__hello_local(ctx, out);
-  rmx_wire_hello_decode(out, RMX_WIRE_HELLO_LEN, &h);
+  rmx__wire_hello_decode(out, RMX_WIRE_HELLO_LEN, &h);
   h.version = version;
   h.eager_size = eager;
   h.rx_depth = depth;
   h.max_msg = 1 << 20;
-  rmx_wire_hello_encode(&h, out);
+  rmx__wire_hello_encode(&h, out);
 }
 
 static void hellos(void)
@@ -259,7 +259,7 @@ static void streams(void)
   put8(&b, 1);
   tf_rmx(&b, f, data_frame(f, "hello", 0, 0));
   tf_rmx(&b, f, data_frame(f, "ping", RMX_FF_RPC_REQ, 1));
-  tf_rmx(&b, f, rmx_wire_hdr_encode(f, RMX_FR_BYE, 0, 0));
+  tf_rmx(&b, f, rmx__wire_hdr_encode(f, RMX_FR_BYE, 0, 0));
   seed("fuzz_tcp_stream", "hello-msgs-bye", b.p, b.n);
   b.n = 0;
   put8(&b, 2);
@@ -309,7 +309,7 @@ static void sessions(void)
   sframe_rmx(&b, f, data_frame(f, "echo me", RMX_FF_RPC_REQ, 1));
   sframe_rmx(&b, f, data_frame(f, "hold me", RMX_FF_RPC_REQ, 2));
   sframe_rmx(&b, f, data_frame(f, "nobody", RMX_FF_RPC_REQ, 9));
-  sframe_rmx(&b, f, rmx_wire_hdr_encode(f, RMX_FR_CREDIT, 1, 0));
+  sframe_rmx(&b, f, rmx__wire_hdr_encode(f, RMX_FR_CREDIT, 1, 0));
   seed("fuzz_tcp_session", "msgs-rpc", b.p, b.n);
 
   /* a rendezvous: the server reads 100 bytes from us, read id 1 */

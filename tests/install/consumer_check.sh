@@ -5,8 +5,8 @@
 #      files visible (no rdma-core development files): pkg-config
 #      --cflags --libs rmx works and adds no rdma-core include directory,
 #      find_package(rmx) finds rmx::rmx, and both programs run;
-#   2. every global the static library defines is rmx_ (API) or rmx__
-#      (internal), and a program defining tcp_connect, tf_check and vb_send
+#   2. every global the static library defines is rmx__ (internal) or an
+#      rmx_ function librmx.so exports (the API), and a program defining tcp_connect, tf_check and vb_send
 #      links librmx.a statically and runs.
 #
 #   consumer_check.sh BUILD SOURCE
@@ -62,7 +62,12 @@ unset PKG_CONFIG_LIBDIR PKG_CONFIG_PATH
 # The static library's namespace.
 foreign=$(nm -g --defined-only "$lib/librmx.a" | awk 'NF == 3 && $3 !~ /^rmx_/ {print $3}' | sort -u)
 [ -z "$foreign" ] || fail "librmx.a defines globals outside rmx_/rmx__: $(echo $foreign)"
-step "librmx.a: $(nm -g --defined-only "$lib/librmx.a" | awk 'NF == 3' | wc -l) globals, all rmx_ or rmx__"
+# ... and an rmx_ name (one underscore) is the API: one librmx.so exports.
+nm -D --defined-only "$lib/librmx.so" | awk '{print $3}' | sed 's/@.*//' | sort -u >"$work/api"
+nm -g --defined-only "$lib/librmx.a" | awk 'NF == 3 && $3 ~ /^rmx_[^_]/ {print $3}' | sort -u >"$work/rmx_"
+internal=$(comm -23 "$work/rmx_" "$work/api")
+[ -z "$internal" ] || fail "librmx.a has internal globals named as the API (rmx_, not rmx__): $(echo $internal)"
+step "librmx.a: $(nm -g --defined-only "$lib/librmx.a" | awk 'NF == 3' | wc -l) globals, $(wc -l <"$work/rmx_") of them the API, the rest rmx__"
 export PKG_CONFIG_PATH=$lib/pkgconfig
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Werror $(pkg-config --cflags rmx) "$here/own_names.c" "$lib/librmx.a" \

@@ -88,7 +88,7 @@ static void hello(uint8_t out[RMX_WIRE_HELLO_LEN], uint16_t version)
 {
   rmx_wire_hello_t h = {.magic = RMX_WIRE_MAGIC, .version = version, .eager_size = 8192,
                         .rx_depth = 64, .max_msg = 1 << 20, .rma_window = 64};
-  rmx_wire_hello_encode(&h, out);
+  rmx__wire_hello_encode(&h, out);
 }
 
 /* Read until the peer closes; keep the first bytes. */
@@ -258,7 +258,7 @@ static int s_huge_rts(world_t *w, int fd)
   if (handshake(w, fd) == 0) {
     uint8_t f[64];
     rmx_wire_rts_t rts = {.id = 1, .addr = 4096, .size = (1ull << 20) + 1, .rkey = 1};
-    size_t n = rmx_wire_rts_encode(f, 0, &rts);
+    size_t n = rmx__wire_rts_encode(f, 0, &rts);
     rmx_frame(fd, f, n);
   }
   drain(w, fd);

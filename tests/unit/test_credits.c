@@ -159,7 +159,7 @@ static void ev(rmx_tp_ev_type_t t, int status, void *op, const void *data, size_
 static void inject(uint8_t type, uint16_t credits, const void *body, uint32_t blen)
 {
   uint8_t f[256];
-  rmx_wire_hdr_encode(f, type, credits, blen);
+  rmx__wire_hdr_encode(f, type, credits, blen);
   if (blen)
     memcpy(f + RMX_WIRE_HDR_LEN, body, blen);
   ev(RMX_TP_EV_RECV, 0, NULL, f, RMX_WIRE_HDR_LEN + blen);
@@ -169,7 +169,7 @@ static rmx_frame_t frame_at(int i)
 {
   rmx_frame_t f;
   const char *why;
-  assert_int_equal(rmx_wire_decode(fk.sent[i].frame, fk.sent[i].len, &f, &why), 0);
+  assert_int_equal(rmx__wire_decode(fk.sent[i].frame, fk.sent[i].len, &f, &why), 0);
   return f;
 }
 
@@ -216,7 +216,7 @@ static int setup(void **state)
   rmx_wire_hello_t h = {.magic = RMX_WIRE_MAGIC, .version = RMX_WIRE_VERSION,
                         .eager_size = 1024, .rx_depth = 4, .max_msg = 1 << 20, .rma_window = 64};
   uint8_t hb[RMX_WIRE_HELLO_LEN];
-  rmx_wire_hello_encode(&h, hb);
+  rmx__wire_hello_encode(&h, hb);
   ev(RMX_TP_EV_ESTABLISHED, 0, NULL, hb, sizeof(hb));
   assert_true(app.connected);
   return 0;
@@ -327,7 +327,7 @@ static void oversized_message_claim_closes(void **state)
 {
   uint8_t f[64];
   rmx_wire_rts_t rts = {.id = 1, .addr = 0x1000, .size = (1 << 20) + 1, .rkey = 1};
-  size_t n = rmx_wire_rts_encode(f, 0, &rts);
+  size_t n = rmx__wire_rts_encode(f, 0, &rts);
   ev(RMX_TP_EV_RECV, 0, NULL, f, n);
   assert_null(fk.read_op); /* nothing allocated or read for it */
   expect_cut_off();
@@ -343,7 +343,7 @@ static void unknown_fin_closes(void **state)
 {
   uint8_t f[64];
   rmx_wire_fin_t fin = {.id = 77};
-  size_t n = rmx_wire_fin_encode(f, 0, &fin);
+  size_t n = rmx__wire_fin_encode(f, 0, &fin);
   ev(RMX_TP_EV_RECV, 0, NULL, f, n);
   expect_cut_off();
 }
@@ -357,7 +357,7 @@ static void excess_credits_close(void **state)
 static void oversized_eager_frame_closes(void **state)
 {
   static uint8_t f[2048];
-  rmx_wire_hdr_encode(f, RMX_FR_DATA, 0, 2048 - RMX_WIRE_HDR_LEN);
+  rmx__wire_hdr_encode(f, RMX_FR_DATA, 0, 2048 - RMX_WIRE_HDR_LEN);
   ev(RMX_TP_EV_RECV, 0, NULL, f, sizeof(f));
   assert_int_equal(app.recvs, 0);
   expect_cut_off();
@@ -367,7 +367,7 @@ static void rendezvous_keeps_order(void **state)
 {
   uint8_t f[64];
   rmx_wire_rts_t rts = {.id = 5, .addr = 0xabc000, .size = 5000, .rkey = 9};
-  size_t n = rmx_wire_rts_encode(f, 0, &rts);
+  size_t n = rmx__wire_rts_encode(f, 0, &rts);
   ev(RMX_TP_EV_RECV, 0, NULL, f, n);
   assert_non_null(fk.read_op);
   assert_int_equal(fk.read_len, 5000);
@@ -408,7 +408,7 @@ static void large_send_waits_for_fin(void **state)
   assert_int_equal(app.sent_ok, 0); /* not until the peer has read it */
   uint8_t b[64];
   rmx_wire_fin_t fin = {.id = f.u.rts.id};
-  size_t n = rmx_wire_fin_encode(b, 0, &fin);
+  size_t n = rmx__wire_fin_encode(b, 0, &fin);
   ev(RMX_TP_EV_RECV, 0, NULL, b, n);
   assert_int_equal(app.sent_ok, 1);
   /* a second FIN for the same message is a protocol error */
@@ -437,7 +437,7 @@ static void rendezvous_source_scoped_to_the_message(void **state)
     assert_int_equal(fk.deregs, deregs); /* in use until the FIN */
     uint8_t b[64];
     rmx_wire_fin_t fin = {.id = f.u.rts.id};
-    size_t n = rmx_wire_fin_encode(b, 1, &fin);
+    size_t n = rmx__wire_fin_encode(b, 1, &fin);
     ev(RMX_TP_EV_RECV, 0, NULL, b, n);
     assert_int_equal(fk.deregs, deregs + 1);
     assert_int_equal(app.sent_ok, round + 1);

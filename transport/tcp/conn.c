@@ -240,7 +240,7 @@ void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, u
     break;
   case TF_REJECT: {
     int32_t st = rmx__tf_reject_get(body);
-    rmx__tcp_fail(tc, rmx_reject_status(st));
+    rmx__tcp_fail(tc, rmx__reject_status(st));
     break;
   }
   case TF_FRAME:

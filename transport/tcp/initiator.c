@@ -149,7 +149,7 @@ static void on_rd_resp(rmx_tp_conn_t *tc, const tf_resp_t *r, uint32_t blen)
     return;
   }
   if (r->status) {
-    pend_done(tc, rd, rmx_wire_status(r->status));
+    pend_done(tc, rd, rmx__wire_status(r->status));
     return;
   }
   tc->sink = (sink_t){.dst = rd->dst + rd->got, .left = dlen, .done = rd_landed, .rd = rd};
@@ -172,7 +172,7 @@ void rmx__tcp_on_resp(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint
                                                : "atomic response for no outstanding atomic");
     return;
   }
-  int32_t st = rmx_wire_status(r.status);
+  int32_t st = rmx__wire_status(r.status);
   if (kind == TF_AT_RESP && st == 0)
     *rd->old = r.old;
   pend_done(tc, rd, st);

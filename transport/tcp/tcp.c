@@ -234,7 +234,7 @@ static void tcp_fini(rmx_tp_t *tp)
 
 static int tcp_devices(rmx_device_info_t **out, int *n) { return RMX_ENOTSUP; }
 
-const rmx_tp_ops_t rmx_tcp_ops = {
+const rmx_tp_ops_t rmx__tcp_ops = {
   .name = "tcp",
   .flags = RMX_TP_F_LOOP_SPIN,
   .wire_id = 1,

@@ -324,7 +324,7 @@ static int reject_status(struct rmx_tp_conn *tc, const uint8_t *pd, size_t len, 
     memcpy(&magic, pd, 4);
     memcpy(&st, pd + 4, 4);
     st = (int32_t)ntohl((uint32_t)st);
-    if (ntohl(magic) == VB_REJECT_MAGIC && rmx_reject_status(st) == st) {
+    if (ntohl(magic) == VB_REJECT_MAGIC && rmx__reject_status(st) == st) {
       if (!local_trouble(st))
         return st;
       /* Its limit, not ours: raising our own would not help. */

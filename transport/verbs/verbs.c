@@ -206,7 +206,7 @@ static void vb_fini(rmx_tp_t *tp)
  */
 static void vb_ready(rmx_tp_conn_t *tc) {}
 
-RMX_TP_EXPORT const rmx_tp_ops_t rmx_verbs_ops = {
+RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .name = "rdma",
   .flags = RMX_TP_F_LOCAL_REG,
   .wire_id = 2,
