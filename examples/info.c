@@ -151,12 +151,14 @@ int main(int argc, char **argv)
     usable = list_devices(cfg.device);
     why = "no active RDMA port";
   } else {
-    printf("RDMA devices: not looked for: %s\n", why ? why : "the RDMA transport is missing");
+    if (!why || !*why) /* the library always says why; never print an empty reason */
+      why = "the RDMA transport is missing from this build";
+    printf("RDMA devices: not looked for: %s\n", why);
     if (cfg.device[0])
       printf("  RMX_DEVICE=%s names no device here: rdma:// cannot be used\n", cfg.device);
   }
   printf("\nTransports:\n  tcp://   usable\n  rdma://  %s%s\n  auto://  %s\n",
-         usable ? "usable" : "not usable here: ", usable ? "" : why ? why : "",
+         usable ? "usable" : "not usable here: ", usable ? "" : why,
          usable ? "rdma where a device routes to the peer" : "tcp");
   struct rlimit rl;
   if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Configuration: the settings table and everything that reads it. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -147,7 +148,9 @@ static int parse_decimal(const char *v, int suffix, uint64_t *out)
     else
       x = x * 10 + d;
   }
-  const char *units = "KMGT", *u = *p && suffix ? strchr(units, *p & ~0x20) : NULL;
+  /* toupper never makes a NUL of a character, so strchr never matches the
+   * terminator (a trailing space is a syntax error, not a 2^50 multiplier) */
+  const char *units = "KMGT", *u = *p && suffix ? strchr(units, toupper((unsigned char)*p)) : NULL;
   if (u) {
     unsigned shift = 10 * (unsigned)(u - units + 1);
     if (x > UINT64_MAX >> shift)
@@ -300,7 +303,12 @@ int rmx__config_env(rmx_config_t *cfg, uint8_t *src, int quiet)
     if (!(v = getenv(s->env)) || !*v)
       continue;
     if (s->type == RMX__SET_SECRET) {
-      bad = quiet ? 0 : rmx__auth_config(cfg) != 0; /* it logs why */
+      /* It logs why at cfg's level; quietly, the file is only checked: the
+       * secret it holds stays out of a configuration made to be printed. */
+      rmx_config_t t = *cfg;
+      t.log_level = quiet ? RMX_LOG_NONE : cfg->log_level;
+      bad = rmx__auth_config(quiet ? &t : cfg) != 0;
+      explicit_bzero(t.auth_secret, sizeof(t.auth_secret));
     } else if (s->type == RMX__SET_STR) {
       size_t len = strlen(v);
       if ((bad = len >= s->width))

@@ -156,10 +156,12 @@ int rmx_config_print(const rmx_config_t *cfg, FILE *out, unsigned flags)
     if (s->type == RMX__SET_SECRET) { /* never read from the file here */
       const char *path = getenv(s->env);
       int from_env = path && *path;
-      /* A configuration without the secret the environment names: cleared
-       * in code (or the file was refused, which rmx_config_init reported). */
+      /* A configuration without the secret the environment names: the
+       * file was refused (rmx__config_env checked it), or it was cleared in
+       * code. */
+      int refused = src[i] == RMX__SRC_REFUSED;
       src[i] = *p ? (from_env ? RMX__SRC_ENV : RMX__SRC_CODE)
-               : from_env ? (cfg ? RMX__SRC_CODE : RMX__SRC_ENV)
+               : from_env ? (refused ? RMX__SRC_REFUSED : cfg ? RMX__SRC_CODE : RMX__SRC_ENV)
                           : RMX__SRC_DEFAULT;
     } else if (s->type == RMX__SET_STR ? strncmp(p, q, s->width) != 0
                                        : rmx__setting_get(c, s) != rmx__setting_get(&env, s)) {

@@ -296,6 +296,26 @@ static void config_print(void **state)
                             "was refused)\n"));
   assert_int_equal(calls, 0); /* cfg NULL logs nothing */
 
+  /* A secret file the environment names but rmx refuses: "refused", also
+   * for a configuration rmx_config_init filled without it (not "code"),
+   * and nothing logged. */
+  setenv("RMX_AUTH_SECRET_FILE", "/nonexistent/rmx-secret", 1);
+  rmx_config_t nosecret;
+  rmx_log_level_t keep_level = cfg.log_level;
+  setenv("RMX_LOG", "none", 1);
+  assert_int_equal(rmx_config_init(&nosecret), RMX_EINVAL);
+  unsetenv("RMX_LOG");
+  nosecret.log_level = keep_level;
+  t = print_to_string(&nosecret, RMX_CONFIG_PRINT_JSON, &rc);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(t, "\"name\": \"RMX_AUTH_SECRET_FILE\", \"field\": \"auth_secret\", "
+                            "\"value\": \"\", \"default\": \"\", \"source\": \"refused\""));
+  t = print_to_string(NULL, 0, &rc);
+  assert_non_null(strstr(t, "RMX_AUTH_SECRET_FILE=  (default: RMX_AUTH_SECRET_FILE="
+                            "/nonexistent/rmx-secret in the environment was refused)\n"));
+  unsetenv("RMX_AUTH_SECRET_FILE");
+  assert_int_equal(calls, 0);
+
   assert_int_equal(rmx_config_print(&cfg, NULL, 0), RMX_EINVAL);
   print_to_string(&cfg, 4, &rc);
   assert_int_equal(rc, RMX_EINVAL);

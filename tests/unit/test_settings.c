@@ -56,6 +56,11 @@ static void numbers_are_decimal(void **state)
   REFUSED("RMX_RX_DEPTH", "1K", "RMX_RX_DEPTH=1K is not a decimal number");
   REFUSED("RMX_EAGER_SIZE", "0x100",
           "RMX_EAGER_SIZE=0x100 is not a decimal number (a K, M, G or T suffix may follow it)");
+  /* A space after a size is no suffix (' ' & ~0x20 is the NUL strchr finds). */
+  REFUSED("RMX_MAX_MSG_SIZE", "64 ",
+          "RMX_MAX_MSG_SIZE=64  is not a decimal number (a K, M, G or T suffix may follow it)");
+  REFUSED("RMX_EAGER_SIZE", "1K ",
+          "RMX_EAGER_SIZE=1K  is not a decimal number (a K, M, G or T suffix may follow it)");
   REFUSED("RMX_EAGER_SIZE", "4KB",
           "RMX_EAGER_SIZE=4KB is not a decimal number (a K, M, G or T suffix may follow it)");
 }
