@@ -20,7 +20,12 @@
  *   cache is armed are noted, and a registration overlapping one is used
  *   for its transfer and never kept, until the hooks see a fresh mapping
  *   made over that range (mmap, mremap: nothing older is left there, and
- *   its unmapping will be seen).
+ *   its unmapping will be seen);
+ * - such a fresh mapping also drops the registrations cached over it,
+ *   as an unmap does: that memory was unmapped, whether a hook saw it or
+ *   not;
+ * - fork takes and lets go of the locks the hooks take (atfork handlers).
+ * docs/architecture.md ("Memory") lists what stays uncovered.
  * A process that never keeps a registration (no context, TCP only, the
  * cache off) runs with glibc's malloc exactly as configured by default.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and

@@ -61,6 +61,9 @@ static int transfer(rmx_ctx_t *ctx, void *p, size_t len)
   return ctx->st.reg_cache_hits != hits;
 }
 
+#ifndef __SANITIZE_ADDRESS__
+/* AddressSanitizer's allocator is not glibc's: malloc's settings and the
+ * blocks it maps say nothing there. */
 static void cache(void **state)
 {
   (void)state;
@@ -133,6 +136,7 @@ static void cache(void **state)
   assert_int_equal(live, 0);
   free(ctx);
 }
+#endif
 
 static rmx_ctx_t *ctx_new(void)
 {
@@ -252,19 +256,12 @@ static void forked(void **state)
 
 int main(void)
 {
-#ifdef __SANITIZE_ADDRESS__
-  /* AddressSanitizer's allocator is not glibc's: malloc's settings and the
-   * blocks it maps say nothing there. */
-  (void)cache;
-  (void)remapped;
-  (void)forked;
-  return 0;
-#else
   const struct CMUnitTest tests[] = {
+#ifndef __SANITIZE_ADDRESS__
     cmocka_unit_test(cache),
+#endif
     cmocka_unit_test(remapped),
     cmocka_unit_test(forked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
-#endif
 }
