@@ -269,6 +269,12 @@ int rmx__memhooks_failed(void) { return __atomic_load_n(&g_failed, __ATOMIC_RELA
 
 void rmx__memhooks_on_map(void (*fn)(const void *addr, size_t len)) { g_mapped = fn; }
 
+void rmx__memhooks_hold(void) { pthread_mutex_lock(&g_patch_lock); }
+
+void rmx__memhooks_release(void) { pthread_mutex_unlock(&g_patch_lock); }
+
+void rmx__memhooks_release_child(void) { pthread_mutex_init(&g_patch_lock, NULL); }
+
 #else /* no hooks: built without them, or a target this file does not know */
 
 int rmx__memhooks_install(void (*note)(const void *addr, size_t len))
@@ -280,6 +286,12 @@ int rmx__memhooks_install(void (*note)(const void *addr, size_t len))
 int rmx__memhooks_failed(void) { return 0; }
 
 void rmx__memhooks_on_map(void (*fn)(const void *addr, size_t len)) { (void)fn; }
+
+void rmx__memhooks_hold(void) {}
+
+void rmx__memhooks_release(void) {}
+
+void rmx__memhooks_release_child(void) {}
 
 unsigned long rmx__memhooks_sync(void) { return 0; }
 

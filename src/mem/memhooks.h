@@ -11,4 +11,11 @@
  * thread, also inside another allocator's malloc: it must not allocate. */
 void rmx__memhooks_on_map(void (*fn)(const void *addr, size_t len));
 
+/* Take (hold) and let go (release) the lock the hooks' installation and
+ * rmx__memhooks_sync take, around fork (regcache.c's atfork handlers);
+ * in the child, release_child starts it afresh. */
+void rmx__memhooks_hold(void);
+void rmx__memhooks_release(void);
+void rmx__memhooks_release_child(void);
+
 #endif

@@ -20,7 +20,12 @@
  *   cache is armed are noted, and a registration overlapping one is used
  *   for its transfer and never kept, until the hooks see a fresh mapping
  *   made over that range (mmap, mremap: nothing older is left there, and
- *   its unmapping will be seen).
+ *   its unmapping will be seen);
+ * - such a fresh mapping also drops the registrations cached over it,
+ *   as an unmap does: that memory was unmapped, whether a hook saw it or
+ *   not;
+ * - fork takes and lets go of the locks the hooks take (atfork handlers).
+ * docs/architecture.md ("Memory") lists what stays uncovered.
  * A process that never keeps a registration (no context, TCP only, the
  * cache off) runs with glibc's malloc exactly as configured by default.
  * RMX_REGCACHE=0 turns the cache off: every transfer registers and
@@ -180,16 +185,18 @@ static size_t g_npre, g_pre_cap; /* pairs */
 static int g_pre_unknown;        /* /proc/self/maps unreadable: keep nothing */
 
 /*
- * The anonymous mappings that exist now, after malloc stopped mapping
- * blocks: those malloc made itself (its large blocks, other threads'
- * arenas) are among them, and free unmaps them behind the hooks. The
- * program break's heap is not: it never shrinks from now on. Others
- * (stacks, the application's own mmaps) are kept out too: nothing here
- * tells them apart, and leaving a range uncached is only slower.
- * Read without the lock (stdio allocates; an allocator that maps through
- * the hooks would then wait on it), published under it.
+ * The anonymous mappings that exist now: those malloc made itself (its
+ * large blocks, other threads' arenas) are among them, and free unmaps
+ * them behind the hooks. The program break's heap is not: it never shrinks
+ * once the cache is armed. Others (stacks, the application's own mmaps)
+ * are kept out too: nothing here tells them apart, and leaving a range
+ * uncached is only slower. *out is [start, end) pairs in address order
+ * with room for as many again (the splits to come); returns 1 where
+ * /proc/self/maps could not be read whole (keep nothing then).
+ * Read without the locks: stdio allocates, and an allocator that maps
+ * through the hooks would then wait on them.
  */
-static void note_premapped(void)
+static int read_maps(uintptr_t **out, size_t *np, size_t *capp)
 {
   FILE *f = fopen("/proc/self/maps", "re");
   uintptr_t *pre = NULL;
@@ -205,13 +212,13 @@ static void note_premapped(void)
     if (k == 5 && strcmp(path, "[stack]") != 0 && strncmp(path, "[anon", 5) != 0)
       continue; /* [heap] (the program break's, which no longer shrinks), [vdso]... */
     if (n == cap) {
-      size_t ncap = cap ? 2 * cap : 128; /* room for the splits to come */
-      uintptr_t *np = realloc(pre, 2 * ncap * sizeof(*np));
-      if (!np) {
+      size_t ncap = cap ? 2 * cap : 128;
+      uintptr_t *np2 = realloc(pre, 2 * ncap * sizeof(*np2));
+      if (!np2) {
         unknown = 1;
         break;
       }
-      pre = np;
+      pre = np2;
       cap = ncap;
     }
     pre[2 * n] = s; /* the kernel lists mappings in address order */
@@ -220,12 +227,78 @@ static void note_premapped(void)
   }
   if (f)
     fclose(f);
+  *out = pre;
+  *np = n;
+  *capp = cap;
+  return unknown;
+}
+
+/*
+ * The union of two lists of ranges in address order, into out (room for
+ * na + nb pairs): overlapping or touching ranges become one. Returns the
+ * number of pairs.
+ */
+static size_t ranges_union(const uintptr_t *a, size_t na, const uintptr_t *b, size_t nb,
+                           uintptr_t *out)
+{
+  size_t i = 0, j = 0, n = 0;
+  while (i < na || j < nb) {
+    const uintptr_t *r = (j == nb || (i < na && a[2 * i] <= b[2 * j])) ? &a[2 * i++] : &b[2 * j++];
+    if (n > 0 && r[0] <= out[2 * n - 1]) {
+      if (r[1] > out[2 * n - 1])
+        out[2 * n - 1] = r[1];
+    } else {
+      out[2 * n] = r[0];
+      out[2 * n + 1] = r[1];
+      n++;
+    }
+  }
+  return n;
+}
+
+/* The first reading, before the mmap hook reports to note_mapped. */
+static void note_premapped(void)
+{
+  uintptr_t *pre;
+  size_t n, cap;
+  int unknown = read_maps(&pre, &n, &cap);
   pthread_rwlock_wrlock(&g_pre_lock);
   g_pre = pre;
   g_npre = n;
   g_pre_cap = cap;
   g_pre_unknown = unknown;
   pthread_rwlock_unlock(&g_pre_lock);
+}
+
+/*
+ * The second reading, once the mmap hook reports: anything mapped by a
+ * malloc that was already past its settings when the first was taken is
+ * in it, and joins the list (what note_mapped removed in between and is
+ * listed again only stays uncached).
+ */
+static void note_premapped_again(void)
+{
+  uintptr_t *b, *u = NULL, *old;
+  size_t nb, capb, cap;
+  int unknown = read_maps(&b, &nb, &capb);
+  pthread_rwlock_rdlock(&g_pre_lock);
+  cap = g_pre_cap + capb; /* g_pre_cap is set once, by note_premapped */
+  pthread_rwlock_unlock(&g_pre_lock);
+  if (!unknown && cap > 0) {
+    u = malloc(2 * cap * sizeof(*u));
+    unknown = !u;
+  }
+  pthread_rwlock_wrlock(&g_pre_lock);
+  old = g_pre;
+  if (u) {
+    g_npre = ranges_union(g_pre, g_npre, b, nb, u);
+    g_pre = u;
+    g_pre_cap = cap;
+  }
+  g_pre_unknown |= unknown;
+  pthread_rwlock_unlock(&g_pre_lock);
+  free(u ? old : NULL);
+  free(b);
 }
 
 /* The first range that ends after s (caller holds g_pre_lock). */
@@ -245,7 +318,9 @@ static size_t pre_find(uintptr_t s)
 /*
  * The hooks saw a fresh mapping at [addr, addr + len): whatever was there
  * before is gone, and this memory's unmapping will be seen. Later
- * registrations of it may be cached.
+ * registrations of it may be cached; those cached before are stale (the
+ * range was unmapped where no hook saw it: dlclose inside ld.so, a raw
+ * syscall, glibc's internals) and go as for an unmap.
  */
 static void note_mapped(const void *addr, size_t len)
 {
@@ -274,18 +349,66 @@ static void note_mapped(const void *addr, size_t len)
     }
   }
   pthread_rwlock_unlock(&g_pre_lock);
+  note_unmap(addr, len); /* after: the two locks are never held together */
 }
 
+/*
+ * fork: a child has only the thread that forked, and a lock another
+ * thread held stays held there for good. So every lock the hooks take is
+ * taken before fork and let go on both sides (started afresh in the child), always in this order (no
+ * code path holds two of them at once, and none maps, unmaps or allocates
+ * while holding one).
+ */
+static void fork_prepare(void)
+{
+  rmx__memhooks_hold();
+  pthread_rwlock_wrlock(&g_pre_lock);
+  pthread_mutex_lock(&g_lock);
+}
+
+static void fork_parent(void)
+{
+  pthread_mutex_unlock(&g_lock);
+  pthread_rwlock_unlock(&g_pre_lock);
+  rmx__memhooks_release();
+}
+
+/* The child's thread has a thread id of its own, and glibc's rwlock tells
+ * a writer's unlock by the id that took it: the child starts the locks
+ * afresh instead (it is alone, and what they guard is whole). */
+static void fork_child(void)
+{
+  pthread_mutex_init(&g_lock, NULL);
+  pthread_rwlock_init(&g_pre_lock, NULL);
+  rmx__memhooks_release_child();
+}
+
+/*
+ * Arming. A thread already inside malloc, past its check of M_MMAP_MAX,
+ * may map a block after the settings: glibc maps a block with its arena's
+ * lock held, and mallinfo2 takes every arena's lock in turn, so once it
+ * returns, every such mapping exists and later ones obey the settings.
+ * The maps are read after that, and once more after the mmap hook reports
+ * (covering a mapping made by malloc outside any arena lock, when it
+ * could not get an arena, if it came before that second reading).
+ */
 static void arm_once(void)
 {
 #if RMX_MEMHOOKS /* else no cache is ever enabled, and librmx leaves malloc alone */
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
+  (void)mallinfo2(); /* every arena's lock, in turn */
   note_premapped();
   rmx__memhooks_on_map(note_mapped);
+  note_premapped_again();
 #else
   (void)note_premapped;
+  (void)note_premapped_again;
   (void)note_mapped;
+  (void)fork_prepare;
+  (void)fork_parent;
+  (void)fork_child;
 #endif
 }
 
