@@ -16,13 +16,10 @@
  *   that shake hands and then send a transport frame of no known kind, and
  *   300 that send an rmx frame of no known type (protocol errors, which a
  *   peer can repeat at will too);
- *   in each flood, every line the handler gets (any level the context
- *   logs) is bounded too, so no other per-connection line slips through;
- * - accept failing at every try (a connection flood running the process
- *   out of descriptors; accept4 is made to fail here) logs one line per
- *   second too;
- * - an established connection whose peer address cannot be read any more
- *   (getpeername made to fail) still tells its local address;
+ *   every line of a flood, any level, is bounded too; 300 failed accepts
+ *   (accept4 made to fail, as EMFILE would) log one line per second too;
+ * - with getpeername failing, an established connection tells its local
+ *   address all the same;
  * - a REJECT with any status reaches on_connected as an RMX_E* code.
  */
 #include <arpa/inet.h>
@@ -54,12 +51,9 @@ static atomic_int fail_peername; /* getpeername fails with ENOTCONN while set */
 
 int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
-  typedef int (*accept4_fn)(int, struct sockaddr *, socklen_t *, int);
-  static accept4_fn real;
-  if (atomic_fetch_sub(&fail_accepts, 1) > 0) {
-    errno = ENOBUFS;
-    return -1;
-  }
+  static int (*real)(int, struct sockaddr *, socklen_t *, int);
+  if (atomic_fetch_sub(&fail_accepts, 1) > 0)
+    return errno = ENOBUFS, -1;
   atomic_fetch_add(&fail_accepts, 1);
   if (!real)
     *(void **)&real = dlsym(RTLD_NEXT, "accept4");
@@ -68,12 +62,9 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 
 int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 {
-  typedef int (*getpeername_fn)(int, struct sockaddr *, socklen_t *);
-  static getpeername_fn real;
-  if (atomic_load(&fail_peername)) {
-    errno = ENOTCONN;
-    return -1;
-  }
+  static int (*real)(int, struct sockaddr *, socklen_t *);
+  if (atomic_load(&fail_peername))
+    return errno = ENOTCONN, -1;
   if (!real)
     *(void **)&real = dlsym(RTLD_NEXT, "getpeername");
   return real(fd, sa, len);
@@ -423,7 +414,7 @@ static unsigned held_in(const char *l)
  * took ms): a line per connection that no limiter holds back exceeds it. A
  * refusal names the peer's address unless anonymous (a failed accept has
  * no peer yet). */
-static void flood_case_of(srv_t *s, script_fn fn, const char *what, unsigned kinds, int anonymous)
+static void flood_case(srv_t *s, script_fn fn, const char *what, unsigned kinds, int anonymous)
 {
   raw_t r = {.port = s->port};
   lines_clear();
@@ -464,20 +455,15 @@ static void flood_case_of(srv_t *s, script_fn fn, const char *what, unsigned kin
   lines_clear();
 }
 
-static void flood_case(srv_t *s, script_fn fn, const char *what, unsigned kinds)
-{
-  flood_case_of(s, fn, what, kinds, 0);
-}
-
 static void refusal_floods_log_one_line_per_second(void **state)
 {
   srv_t s;
   srv_open(&s, SECRET_A, 0);
-  flood_case(&s, flood_bad_hellos, "sent a handshake that is not rmx's", 1);
+  flood_case(&s, flood_bad_hellos, "sent a handshake that is not rmx's", 1, 0);
   pump_for(1100);
-  flood_case(&s, flood_http, "before its hello", 1);
+  flood_case(&s, flood_http, "before its hello", 1, 0);
   pump_for(1100);
-  flood_case(&s, flood_bad_proofs, "authentication failed, refused: wrong proof", 1);
+  flood_case(&s, flood_bad_proofs, "authentication failed, refused: wrong proof", 1, 0);
   assert_int_equal(s.accepted, 0);
   srv_close(&s);
 }
@@ -502,9 +488,9 @@ static void protocol_error_floods_log_one_line_per_second(void **state)
   assert_int_equal(rmx_listen(s.ctx, "tcp://127.0.0.1:0", closing_accept, &cut, &s.l), 0);
   assert_int_equal(rmx_listener_uri(s.l, s.uri, sizeof(s.uri)), 0);
   s.port = atoi(strrchr(s.uri, ':') + 1);
-  flood_case(&s, flood_unknown_kinds, "tcp: closing connection with", 1);
+  flood_case(&s, flood_unknown_kinds, "tcp: closing connection with", 1, 0);
   pump_for(1100);
-  flood_case(&s, flood_unknown_types, "its protocol error", 1);
+  flood_case(&s, flood_unknown_types, "its protocol error", 1, 0);
   PUMP_UNTIL(cut == 2 * (FLOOD + 1));
   rmx_listener_close(s.l);
   assert_int_equal(rmx_ctx_destroy(s.ctx), 0);
@@ -530,7 +516,7 @@ static void failed_accepts_log_one_line_per_second(void **state)
 {
   srv_t s;
   srv_open(&s, NULL, 0);
-  flood_case_of(&s, flood_failed_accepts, "tcp: accept failed", 1, 1);
+  flood_case(&s, flood_failed_accepts, "tcp: accept failed", 1, 1);
   atomic_store(&fail_accepts, 0);
   srv_close(&s);
 }
