@@ -335,9 +335,11 @@ struct rmx_conn {
   char port[8];
   char peer[272];       /* the peer's address, for logs: "host:port" */
   /* Both ends' addresses, taken when the connection became established
-   * (rmx_conn_peer_addr, rmx_conn_local_addr); has_addr: 1 once taken. */
+   * (rmx_conn_peer_addr, rmx_conn_local_addr): addrs_taken is 1 from then
+   * on; has_peer_ss and has_local_ss say which of the two the transport
+   * could tell (a peer already gone has no peer address left to read). */
   struct sockaddr_storage peer_ss, local_ss;
-  uint8_t has_peer_ss, has_local_ss;
+  uint8_t addrs_taken, has_peer_ss, has_local_ss;
 
   rmx__credit_t cr;     /* flow control */
   uint32_t eager_max;   /* largest payload in one DATA frame */

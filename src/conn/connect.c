@@ -332,8 +332,14 @@ static void conn_label(rmx_conn_t *c)
 static void conn_addrs(rmx_conn_t *c)
 {
   char pa[96] = "?", la[96] = "?";
-  c->has_peer_ss = c->ops->peer_addr(c->tc, &c->peer_ss) == 0;
-  c->has_local_ss = c->ops->local_addr && c->ops->local_addr(c->tc, &c->local_ss) == 0;
+  struct sockaddr_storage ss;
+  /* Each as the transport tells it; a reconnect that cannot read one
+   * keeps what the last connection had. */
+  c->addrs_taken = 1;
+  if (c->ops->peer_addr(c->tc, &ss) == 0)
+    c->peer_ss = ss, c->has_peer_ss = 1;
+  if (c->ops->local_addr && c->ops->local_addr(c->tc, &ss) == 0)
+    c->local_ss = ss, c->has_local_ss = 1;
   if (c->ctx->cfg.log_level < RMX_LOG_INFO)
     return;
   if (c->has_peer_ss)
@@ -351,7 +357,9 @@ int rmx_conn_peer_addr(const rmx_conn_t *c, struct sockaddr_storage *out)
 {
   if (!c || !out)
     return RMX_EINVAL;
-  if (!c->has_peer_ss)
+  /* Established, but the peer was gone before its address could be read:
+   * not connected to anyone this side can name. */
+  if (!c->addrs_taken || !c->has_peer_ss)
     return RMX_ENOTCONN;
   *out = c->peer_ss;
   return 0;
@@ -361,7 +369,7 @@ int rmx_conn_local_addr(const rmx_conn_t *c, struct sockaddr_storage *out)
 {
   if (!c || !out)
     return RMX_EINVAL;
-  if (!c->has_peer_ss)
+  if (!c->addrs_taken)
     return RMX_ENOTCONN;
   if (!c->has_local_ss)
     return RMX_ENOTSUP;

@@ -10,7 +10,8 @@
  *
  * On TCP only, raw peers in a helper thread, written from docs/protocol.md
  * (their framing is rawpeer.c's, their proofs auth_common.c's, with
- * libsodium as the page says): a client that skips AUTH and sends DATA or RTS first, one
+ * libsodium as the page says): a client keyed by the secret file's hex as
+ * the page's example says, a client that skips AUTH and sends DATA or RTS first, one
  * that replays a recorded exchange (HELLO with its nonce + AUTH) on a new
  * connection, one holding another key, wrong-length and malformed AUTH,
  * AUTH_OK from a client, a hello with the flag and no nonce, a client that
@@ -52,6 +53,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tcp[] = {
     cmocka_unit_test_setup_teardown(secret_file_is_read_and_checked, setup, teardown),
     cmocka_unit_test_setup_teardown(authenticated_raw_client_is_served, setup, teardown),
+    cmocka_unit_test_setup_teardown(raw_client_keyed_by_the_files_hex_is_served, setup, teardown),
     cmocka_unit_test_setup_teardown(data_before_auth_is_cut_off, setup, teardown),
     cmocka_unit_test_setup_teardown(read_before_auth_is_cut_off, setup, teardown),
     cmocka_unit_test_setup_teardown(rts_before_auth_is_cut_off, setup, teardown),

@@ -100,6 +100,8 @@ struct raw {
   int32_t reject; /* a REJECT's status */
   uint64_t rd_addr, rd_key; /* RC_READ_FIRST: a registration at the server */
   uint64_t ms;    /* how long until the server hung up */
+  const void *secret; /* a raw client's secret string S (NULL: SECRET_A) */
+  size_t secret_len;
 };
 
 /* In a script: give up with a reason, which raw_join fails the test with. */
@@ -121,6 +123,8 @@ void raw_join(raw_t *r);
 void auth_hello(uint8_t *o, uint16_t flags);
 /* K = BLAKE2b-256("rmx auth key v1" || secret). */
 void derive(const char *secret, uint8_t k[32]);
+/* The same over len bytes of any value. */
+void derive_bytes(const void *secret, size_t len, uint8_t k[32]);
 /* HMAC-SHA-512-256(K, label || C || S), label "rmx auth server" / "client". */
 void proof(const uint8_t k[32], const char *who, const uint8_t *c, const uint8_t *s,
            uint8_t out[32]);
@@ -132,6 +136,7 @@ void different_secrets_are_refused(void **state);
 void secret_on_server_only_is_refused(void **state);
 void secret_on_client_only_is_refused(void **state);
 void secret_file_is_read_and_checked(void **state);
+void raw_client_keyed_by_the_files_hex_is_served(void **state); /* auth_raw_client.c */
 void authenticated_raw_client_is_served(void **state); /* auth_raw_client.c */
 void data_before_auth_is_cut_off(void **state);
 void read_before_auth_is_cut_off(void **state);

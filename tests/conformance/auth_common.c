@@ -215,14 +215,16 @@ void raw_join(raw_t *r)
 
 /* ---- the page's authentication ---- */
 
-void derive(const char *secret, uint8_t k[32])
+void derive_bytes(const void *secret, size_t len, uint8_t k[32])
 {
   crypto_generichash_state h;
   crypto_generichash_init(&h, NULL, 0, 32);
   crypto_generichash_update(&h, (const uint8_t *)"rmx auth key v1", 15);
-  crypto_generichash_update(&h, (const uint8_t *)secret, strlen(secret));
+  crypto_generichash_update(&h, secret, len);
   crypto_generichash_final(&h, k, 32);
 }
+
+void derive(const char *secret, uint8_t k[32]) { derive_bytes(secret, strlen(secret), k); }
 
 void proof(const uint8_t k[32], const char *who, const uint8_t *c, const uint8_t *s,
            uint8_t out[32])

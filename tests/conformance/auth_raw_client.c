@@ -82,7 +82,10 @@ static int s_client(raw_t *r)
          blen);
   RCHECK(r, g32(body) == 0x31584d52u && (g16(body + 6) & 1), "server hello without AUTH");
   memcpy(r->srv_nonce, body + HELLO_LEN, NONCE_LEN);
-  derive(r->mode == RC_WRONG_KEY ? SECRET_B : SECRET_A, k);
+  if (r->secret)
+    derive_bytes(r->secret, r->secret_len, k);
+  else
+    derive(r->mode == RC_WRONG_KEY ? SECRET_B : SECRET_A, k);
   proof(k, "server", c, body, pr);
   if (r->mode != RC_WRONG_KEY)
     RCHECK(r, crypto_verify_32(pr, body + C_HELLO_LEN) == 0, "server proof does not verify");
@@ -174,6 +177,43 @@ void authenticated_raw_client_is_served(void **state)
   raw_client(&s, &r, RC_GOOD); /* the page alone is enough to get in */
   PUMP_UNTIL(s.accepted == 1 && s.recvs == 1);
   PUMP_UNTIL(s.disconnects == 1);
+  srv_close(&s);
+}
+
+/* docs/protocol.md's example: a server whose secret file holds the two
+ * bytes 0x00 0xff is keyed by S = "00ff", the file's lowercase hex; the
+ * page's K for it is checked here, and a raw client keyed that way gets
+ * in, while one that hashes the file's bytes themselves is refused. */
+void raw_client_keyed_by_the_files_hex_is_served(void **state)
+{
+  static const uint8_t file[2] = {0x00, 0xff};
+  static const uint8_t want[32] = {
+    0x59, 0x50, 0x5a, 0x92, 0x7d, 0xf7, 0xc5, 0x37, 0x29, 0x68, 0xb8, 0xf4, 0xe7, 0xac, 0xb7, 0x9e,
+    0x44, 0x8e, 0xea, 0xc8, 0xfa, 0x66, 0x97, 0x95, 0xdd, 0xd7, 0x0e, 0xe9, 0xf8, 0x53, 0xbe, 0x64};
+  char path[] = "/tmp/rmx-auth-hex-XXXXXX";
+  uint8_t k[32];
+  srv_t s;
+  rmx_ctx_t *ctx;
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, file, sizeof(file)), (ssize_t)sizeof(file));
+  close(fd);
+  setenv("RMX_AUTH_SECRET_FILE", path, 1);
+  int rc = rmx_ctx_create(&ctx, LOOP, NULL);
+  unlink(path);
+  unsetenv("RMX_AUTH_SECRET_FILE");
+  assert_int_equal(rc, 0);
+  srv_open_ctx(&s, ctx);
+  derive_bytes("00ff", 4, k);
+  assert_memory_equal(k, want, sizeof(want));
+  raw_t r = {.secret = "00ff", .secret_len = 4};
+  raw_client(&s, &r, RC_GOOD);
+  PUMP_UNTIL(s.accepted == 1 && s.recvs == 1);
+  PUMP_UNTIL(s.disconnects == 1);
+  raw_t raw = {.secret = file, .secret_len = sizeof(file)};
+  raw_client(&s, &raw, RC_WRONG_KEY); /* the server hangs up */
+  pump_for(50);
+  assert_int_equal(s.accepted, 1);
   srv_close(&s);
 }
 

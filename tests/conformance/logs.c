@@ -16,13 +16,20 @@
  *   that shake hands and then send a transport frame of no known kind, and
  *   300 that send an rmx frame of no known type (protocol errors, which a
  *   peer can repeat at will too);
+ *   every line of a flood, any level, is bounded too; 300 failed accepts
+ *   (accept4 made to fail, as EMFILE would) log one line per second too;
+ * - with getpeername failing, an established connection tells its local
+ *   address all the same;
  * - a REJECT with any status reaches on_connected as an RMX_E* code.
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <regex.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -35,6 +42,33 @@
 #include <sodium.h>
 
 #include "auth.h"
+
+/* ---- faults: this program's accept4 and getpeername come before libc's
+ * (libuv's calls bind to them: libuv is linked here, so they are exported) */
+
+static atomic_int fail_accepts;  /* accept4 fails with ENOBUFS this many more times */
+static atomic_int fail_peername; /* getpeername fails with ENOTCONN while set */
+
+int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+  static int (*real)(int, struct sockaddr *, socklen_t *, int);
+  if (atomic_fetch_sub(&fail_accepts, 1) > 0)
+    return errno = ENOBUFS, -1;
+  atomic_fetch_add(&fail_accepts, 1);
+  if (!real)
+    *(void **)&real = dlsym(RTLD_NEXT, "accept4");
+  return real(fd, sa, len, flags);
+}
+
+int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
+{
+  static int (*real)(int, struct sockaddr *, socklen_t *);
+  if (atomic_load(&fail_peername))
+    return errno = ENOTCONN, -1;
+  if (!real)
+    *(void **)&real = dlsym(RTLD_NEXT, "getpeername");
+  return real(fd, sa, len);
+}
 
 /* ---- a log handler that keeps every line ---- */
 
@@ -251,7 +285,28 @@ static void conn_addresses_on_both_ends(void **state)
   memset(&ss, 0, sizeof(ss));
   assert_int_equal(rmx_conn_peer_addr(k.c, &ss), 0);
   assert_int_equal(port_of(&ss), port_of(&cp));
+  assert_int_equal(rmx_conn_local_addr(k.c, &ss), 0);
+  assert_int_equal(port_of(&ss), port_of(&cl));
   cl_close(&k);
+
+  /* Established while the peer's address cannot be read (getpeername
+   * fails, as it does once the peer has reset the connection): no peer
+   * address, but the local one on both ends all the same. */
+  srv_open(&s, NULL, 0);
+  atomic_store(&fail_peername, 1);
+  cl_connect(&k, NULL, s.uri);
+  PUMP_UNTIL(s.accepted == 1);
+  atomic_store(&fail_peername, 0);
+  assert_int_equal(k.status, 0);
+  assert_int_equal(rmx_conn_peer_addr(k.c, &ss), RMX_ENOTCONN);
+  assert_int_equal(rmx_conn_peer_addr(s.conns[0], &ss), RMX_ENOTCONN);
+  assert_int_equal(rmx_conn_local_addr(k.c, &cl), 0);
+  assert_int_not_equal(port_of(&cl), s.port);
+  assert_int_equal(rmx_conn_local_addr(s.conns[0], &sl), 0);
+  assert_int_equal(port_of(&sl), s.port);
+  cl_close(&k);
+  PUMP_UNTIL(s.disconnects == 1);
+  srv_close(&s);
 }
 
 /* ---- floods of refusals ---- */
@@ -352,8 +407,14 @@ static unsigned held_in(const char *l)
 }
 
 /* FLOOD refusals, then one more after the limiter's second: at most one
- * line per second of flood, each refusal logged or counted. */
-static void flood_case(srv_t *s, script_fn fn, const char *what)
+ * line per second of flood, each refusal logged or counted; and at most
+ * kinds * (1 + took / 1000) lines of any kind during the flood, kinds being
+ * the limited kinds of line the flood is expected to cause (each limiter
+ * lets a line out at the flood's start and then one per full second of its
+ * took ms): a line per connection that no limiter holds back exceeds it. A
+ * refusal names the peer's address unless anonymous (a failed accept has
+ * no peer yet). */
+static void flood_case(srv_t *s, script_fn fn, const char *what, unsigned kinds, int anonymous)
 {
   raw_t r = {.port = s->port};
   lines_clear();
@@ -362,7 +423,9 @@ static void flood_case(srv_t *s, script_fn fn, const char *what)
   raw_start(&r, fn, 0);
   raw_join(&r);
   uint64_t took = now_ms() - t0;
-  int during = count(what, NULL);
+  pthread_mutex_lock(&lines_lock);
+  int during = count(what, NULL), total = nlines;
+  pthread_mutex_unlock(&lines_lock);
   pump_for(1100); /* the limiter's second is over */
   r.mode = 1 - FLOOD;  /* one more */
   raw_start(&r, fn, r.mode);
@@ -374,13 +437,16 @@ static void flood_case(srv_t *s, script_fn fn, const char *what)
     if (strstr(lines[i], what)) {
       logged++;
       held += held_in(lines[i]);
-      if (!strstr(lines[i], "peer 127.0.0.1:") && !strstr(lines[i], "with 127.0.0.1:"))
+      if (!anonymous && !strstr(lines[i], "peer 127.0.0.1:") &&
+          !strstr(lines[i], "with 127.0.0.1:"))
         dump_and_fail("a refusal that does not name the peer's address");
     }
-  print_message("%s: %d lines in %llu ms of flood; %u logged, %u counted in all\n", what,
-                during, (unsigned long long)took, logged, held);
+  print_message("%s: %d lines (%d of any kind) in %llu ms of flood; %u logged, %u counted in "
+                "all\n", what, during, total, (unsigned long long)took, logged, held);
   if (during < 1 || (uint64_t)during > 1 + took / 1000)
     dump_and_fail("more than one refusal line per second");
+  if ((uint64_t)total > kinds * (1 + took / 1000))
+    dump_and_fail("more lines during the flood than its limiters let out");
   if (logged + held != FLOOD + 1)
     dump_and_fail("refusals neither logged nor counted");
   const char *last = lines[nlines - 1];
@@ -393,11 +459,11 @@ static void refusal_floods_log_one_line_per_second(void **state)
 {
   srv_t s;
   srv_open(&s, SECRET_A, 0);
-  flood_case(&s, flood_bad_hellos, "sent a handshake that is not rmx's");
+  flood_case(&s, flood_bad_hellos, "sent a handshake that is not rmx's", 1, 0);
   pump_for(1100);
-  flood_case(&s, flood_http, "before its hello");
+  flood_case(&s, flood_http, "before its hello", 1, 0);
   pump_for(1100);
-  flood_case(&s, flood_bad_proofs, "authentication failed, refused: wrong proof");
+  flood_case(&s, flood_bad_proofs, "authentication failed, refused: wrong proof", 1, 0);
   assert_int_equal(s.accepted, 0);
   srv_close(&s);
 }
@@ -422,12 +488,37 @@ static void protocol_error_floods_log_one_line_per_second(void **state)
   assert_int_equal(rmx_listen(s.ctx, "tcp://127.0.0.1:0", closing_accept, &cut, &s.l), 0);
   assert_int_equal(rmx_listener_uri(s.l, s.uri, sizeof(s.uri)), 0);
   s.port = atoi(strrchr(s.uri, ':') + 1);
-  flood_case(&s, flood_unknown_kinds, "tcp: closing connection with");
+  flood_case(&s, flood_unknown_kinds, "tcp: closing connection with", 1, 0);
   pump_for(1100);
-  flood_case(&s, flood_unknown_types, "its protocol error");
+  flood_case(&s, flood_unknown_types, "its protocol error", 1, 0);
   PUMP_UNTIL(cut == 2 * (FLOOD + 1));
   rmx_listener_close(s.l);
   assert_int_equal(rmx_ctx_destroy(s.ctx), 0);
+}
+
+/* FLOOD failed accepts: accept4 fails that many times, then takes the one
+ * connection this makes (libuv calls on_connection for each failure, all
+ * in one turn of the loop, as with EMFILE under a connection flood). */
+static int flood_failed_accepts(raw_t *r)
+{
+  atomic_store(&fail_accepts, FLOOD + r->mode);
+  int fd = raw_dial(r->port);
+  RCHECK(r, fd >= 0, "dial");
+  for (int i = 0; atomic_load(&fail_accepts) > 0; i++) {
+    RCHECK(r, i < 10000, "accept4 was not called %d more times", atomic_load(&fail_accepts));
+    usleep(1000);
+  }
+  close(fd);
+  return 0;
+}
+
+static void failed_accepts_log_one_line_per_second(void **state)
+{
+  srv_t s;
+  srv_open(&s, NULL, 0);
+  flood_case(&s, flood_failed_accepts, "tcp: accept failed", 1, 1);
+  atomic_store(&fail_accepts, 0);
+  srv_close(&s);
 }
 
 /* ---- a REJECT's status ---- */
@@ -502,6 +593,7 @@ int main(int argc, char **argv)
     cmocka_unit_test_setup_teardown(conn_addresses_on_both_ends, setup, teardown),
     cmocka_unit_test_setup_teardown(refusal_floods_log_one_line_per_second, setup, teardown),
     cmocka_unit_test_setup_teardown(protocol_error_floods_log_one_line_per_second, setup, teardown),
+    cmocka_unit_test_setup_teardown(failed_accepts_log_one_line_per_second, setup, teardown),
     cmocka_unit_test_setup_teardown(reject_status_is_an_rmx_code, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

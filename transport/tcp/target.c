@@ -229,9 +229,17 @@ void rmx__tcp_cut_writes(rmx_tp_conn_t *tc)
   tc->cut = 1;
   if (uv_fileno((uv_handle_t *)&tc->h, &fd) == 0)
     shutdown(fd, SHUT_WR);
-  RMX_TP_LOG(tc->tp->env, WARN, "tcp: memory %s was reading was released while its data was being "
-          "sent (a rendezvous FIN before the data arrived?): closing the connection",
-          rmx__tcp_peer(tc, peer, sizeof(peer)));
+  /* An incoming peer can cause this on every connection it makes (it
+   * sends a rendezvous FIN before reading the data): limited then. */
+  if (tc->passive)
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_cut, uv_now(tc->tp->loop), WARN, "tcp: memory "
+                       "%s was reading was released while its data was being sent (a "
+                       "rendezvous FIN before the data arrived?): closing the connection",
+                       rmx__tcp_peer(tc, peer, sizeof(peer)));
+  else
+    RMX_TP_LOG(tc->tp->env, WARN, "tcp: memory %s was reading was released while its data was "
+               "being sent (a rendezvous FIN before the data arrived?): closing the connection",
+               rmx__tcp_peer(tc, peer, sizeof(peer)));
   rmx__tcp_fail_later(tc, RMX_EACCES);
 }
 

@@ -27,7 +27,10 @@ static void on_connection(uv_stream_t *server, int status)
 {
   rmx_tp_listener_t *l = server->data;
   if (status) {
-    RMX_TP_LOG(l->tp->env, WARN, "tcp: accept failed: %s", uv_strerror(status));
+    /* A flood of connections can make this fail at every one of them
+     * (EMFILE, ENOBUFS): a line a peer can repeat at will. */
+    RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_accept, uv_now(l->tp->loop), WARN,
+                       "tcp: accept failed: %s", uv_strerror(status));
     return;
   }
   rmx_tp_conn_t *tc = rmx__tcp_conn_new(l->tp);

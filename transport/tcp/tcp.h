@@ -133,7 +133,11 @@ struct rmx_tp {
   uint64_t next_serial;
   uint32_t live; /* listeners and connections not yet freed */
   int finishing;
-  rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello, rl_proto; /* log limiters (base/log.h) */
+  /* Log limiters (base/log.h), one per kind of line a peer can repeat:
+   * refused remote accesses, full handshake slots, bad hellos, protocol
+   * errors, failed accepts (a connection flood running us out of file
+   * descriptors), writes cut under a released registration. */
+  rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello, rl_proto, rl_accept, rl_cut;
 };
 
 struct rmx_tp_listener {

@@ -396,12 +396,22 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
     rmx__vb_fail(tc, reject_status(tc, pd, pdlen, status));
     break;
   case RDMA_CM_EVENT_UNREACHABLE:
-    RMX_TP_LOG(tp->env, ERROR, "rdma: %s did not answer the connection request", tc->peer);
+    /* On the accepting side: the peer passed the hello and never sent the
+     * RTU, which it can do on every attempt; limited like timer_cb's line. */
+    if (tc->passive)
+      RMX_TP_LOG_LIMITED(tp->env, &tp->rl_refused, uv_now(tp->loop), ERROR,
+                         "rdma: %s did not finish the connection it asked for", tc->peer);
+    else
+      RMX_TP_LOG(tp->env, ERROR, "rdma: %s did not answer the connection request", tc->peer);
     rmx__vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_CONNECT_ERROR:
-    RMX_TP_LOG(tp->env, ERROR, "rdma: connecting with %s failed (%s)", tc->peer,
-               strerror(-status));
+    if (tc->passive)
+      RMX_TP_LOG_LIMITED(tp->env, &tp->rl_refused, uv_now(tp->loop), ERROR,
+                         "rdma: connection from %s failed (%s)", tc->peer, strerror(-status));
+    else
+      RMX_TP_LOG(tp->env, ERROR, "rdma: connecting with %s failed (%s)", tc->peer,
+                 strerror(-status));
     lost(tc, RMX_ECONNRESET);
     break;
   case RDMA_CM_EVENT_DISCONNECTED:
