@@ -1,18 +1,32 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Conformance, messages: connect, accept and close; every size byte for
- * byte, from the user's buffers and the pool's; 10,000 in order; many
- * connections; the largest message and one over it.
+ * Conformance, messages: connect, accept and close (and both ends'
+ * addresses); every size byte for byte, from the user's buffers and the
+ * pool's; 10,000 in order; many connections; the largest message and one
+ * over it.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <cmocka.h>
 
 #include "conformance.h"
+
+/* The port of an IPv4 or IPv6 address, in host order (0: neither). */
+static int sa_port(const struct sockaddr_storage *ss)
+{
+  if (ss->ss_family == AF_INET)
+    return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
+  if (ss->ss_family == AF_INET6)
+    return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+  return 0;
+}
 
 void connect_accept_close(void **state)
 {
@@ -25,6 +39,19 @@ void connect_accept_close(void **state)
   assert_int_equal(cl.connect_status, 0);
   server_until(ctx, &s, &s.accepted, 1);
   assert_string_equal(rmx_conn_transport(cl.c), scheme);
+  /* Both ends' addresses, as each transport sees them: the client's peer is
+   * the listener's port, and its own port is what the server sees. */
+  struct sockaddr_storage cp, cl_local, sp, sl;
+  assert_int_equal(rmx_conn_peer_addr(cl.c, &cp), 0);
+  assert_int_equal(rmx_conn_local_addr(cl.c, &cl_local), 0);
+  assert_int_equal(sa_port(&cp), atoi(strrchr(s.uri, ':') + 1));
+  if (!s.remote) {
+    assert_int_equal(rmx_conn_peer_addr(s.conns[0], &sp), 0);
+    assert_int_equal(rmx_conn_local_addr(s.conns[0], &sl), 0);
+    assert_int_equal(sa_port(&sl), sa_port(&cp));
+    assert_int_equal(sa_port(&sp), sa_port(&cl_local));
+    assert_int_equal(sp.ss_family, cl_local.ss_family);
+  }
   assert_int_equal(rmx_ctx_destroy(ctx), RMX_EBUSY); /* objects still open */
   client_close(ctx, &cl);
   /* the peer sees an orderly close, once */
