@@ -250,9 +250,11 @@ typedef void (*rmx_rpc_handler)(rmx_rpc_req_t *req, const void *data, size_t len
 /**
  * @brief A call ended: status 0 with the reply's bytes (valid during the
  * call), or: the handler's error, @ref RMX_ENOHANDLER (no such handler),
- * @ref RMX_EAGAIN (the server was at its limit), @ref RMX_ETIMEDOUT,
- * @ref RMX_ECANCELED (rmx_rpc_cancel, or the connection was closed
- * locally), @ref RMX_ECONNRESET (or why the connection died).
+ * @ref RMX_ETIMEDOUT, @ref RMX_ECANCELED (rmx_rpc_cancel, or the connection
+ * was closed locally), @ref RMX_ECONNRESET (or why the connection died).
+ * A server at its limit holds requests back rather than refusing them, so
+ * rmx itself never ends a call with @ref RMX_EAGAIN (rmx_rpc_call() returns
+ * it when this side has rpc_max_inflight calls outstanding).
  */
 typedef void (*rmx_rpc_reply_cb)(rmx_conn_t *c, int status, const void *data, size_t len,
                                  void *arg);
