@@ -192,7 +192,8 @@ static int driver(const char *scheme)
                                    : "192.0.2.1";
   uint64_t attempts = kf_env_u64("RMX_TEST_FORGE_ATTEMPTS", 2048);
   uint64_t seconds = kf_env_u64("RMX_TEST_FORGE_SECONDS", 20);
-  uint64_t seed = kf_env_u64("RMX_TEST_FORGE_SEED", (kf_now_ms() ^ (uint64_t)getpid()) % 1000000 + 1);
+  uint64_t seed =
+      kf_env_u64("RMX_TEST_FORGE_SEED", (kf_now_ms() ^ (uint64_t)getpid()) % 1000000 + 1);
   char seedtxt[32];
   snprintf(seedtxt, sizeof(seedtxt), "%llu", (unsigned long long)seed);
   setenv("RMX_TEST_FORGE_SEED", seedtxt, 1);

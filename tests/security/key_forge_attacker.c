@@ -363,7 +363,8 @@ static void attack_b(res_t *r, uint64_t saddr, uint64_t slen)
     cand_t *best = NULL;
     for (int i = 0; i < B_CANDS; i++) {
       cand_t *c = &cands[i];
-      if (c->seen && now - c->seen < B_LIFE_MS && c->ntried < 256 && (!best || c->seen > best->seen))
+      int fresh = c->seen && now - c->seen < B_LIFE_MS && c->ntried < 256;
+      if (fresh && (!best || c->seen > best->seen))
         best = c;
     }
     uint64_t idx;
