@@ -75,6 +75,13 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_SPIN_US", spin_us, 100, 1, 1000000,
       "Adaptive progress: how long the loop polls after the last activity before it sleeps, "
       "in us."),
+  NUM("RMX_GUARD_STRIKES", guard_strikes, 16, 0, 1000000,
+      "Refused remote accesses (bad key, bounds or rights) from one peer address within "
+      "RMX_GUARD_WINDOW_MS that get its new connections refused; 0 turns this off."),
+  NUM("RMX_GUARD_WINDOW_MS", guard_window_ms, 10000, 1, 86400000,
+      "The window in which RMX_GUARD_STRIKES refused remote accesses ban a peer address, in ms."),
+  NUM("RMX_GUARD_BAN_MS", guard_ban_ms, 30000, 1, 86400000,
+      "How long a banned peer address's new connections are refused, in ms."),
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

@@ -12,6 +12,7 @@
 #include "base/uri.h"
 #include "registry.h"
 #include "msg/wire.h"
+#include "conn/guard.h"
 
 #define RMX_HIDDEN __attribute__((visibility("hidden")))
 
@@ -423,6 +424,7 @@ struct rmx_ctx {
   uv_timer_t auth_timer;
   rmx__ratelimit_t rl_refused; /* refused hellos and failed authentications */
   rmx__ratelimit_t rl_proto;   /* connections closed for a peer's protocol error */
+  rmx__guard_t guard;          /* peers whose refused remote accesses got them banned */
   uv_timer_t alive_timer;  /* keepalive sweep (src/msg/alive.c) */
   uint32_t alive_period;
   uint64_t alive_due;      /* when the sweep should run next */
@@ -479,6 +481,7 @@ void rmx__conn_ready(rmx_conn_t *c);
 /* The callbacks the transports are handed (rmx_tp_env_t). */
 void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/conn/event.c */
 void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
+void rmx__tp_strike(void *conn);                        /* src/conn/guard.c */
 
 /* ---- liveness (src/msg/alive.c) ---- */
 void rmx__alive_ctx_init(rmx_ctx_t *ctx);

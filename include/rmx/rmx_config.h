@@ -161,6 +161,26 @@ typedef struct rmx_config {
    * this much CPU time. The other modes ignore it.
    */
   uint32_t spin_us;
+  /**
+   * The guard: refused remote accesses (a read, write or atomic with a bad
+   * key, out of bounds or without the rights) from one peer IP address
+   * within @ref guard_window_ms that get its new incoming connections
+   * refused (RMX_GUARD_STRIKES, 16; 0..1000000, 0 turns the guard off).
+   * Connections that stand are not touched. The guard remembers 256
+   * addresses; docs/security.md says what it stops and what it does not.
+   */
+  uint32_t guard_strikes;
+  /**
+   * The window in which @ref guard_strikes refusals ban an address, in ms
+   * (RMX_GUARD_WINDOW_MS, 10000; 1..86400000).
+   */
+  uint32_t guard_window_ms;
+  /**
+   * How long a banned address's new connections are refused (with
+   * @ref RMX_ECONNREFUSED at the peer), in ms (RMX_GUARD_BAN_MS, 30000;
+   * 1..86400000).
+   */
+  uint32_t guard_ban_ms;
 } rmx_config_t;
 
 /**

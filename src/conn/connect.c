@@ -187,7 +187,7 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
     return;
   }
   /* Logs name an incoming peer by its address. */
-  struct sockaddr_storage ss;
+  struct sockaddr_storage ss = {0};
   char addr[96] = "(unknown)", who[128];
   if (ops->peer_addr(tc, &ss) == 0)
     rmx__sa_str((struct sockaddr *)&ss, addr, sizeof(addr));
@@ -196,6 +196,15 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
                     "handshake; RMX_MAX_CONNS %u, RMX_MAX_HANDSHAKES %u): refusing %s peer %s",
                     l->nconns, l->naccepting, ctx->cfg.max_conns, ctx->cfg.max_handshakes,
                     ops->name, addr);
+    ops->reject(tc, RMX_ECONNREFUSED);
+    return;
+  }
+  uint64_t ban = ss.ss_family ? rmx__guard_banned(ctx, (struct sockaddr *)&ss) : 0;
+  if (ban) {
+    ctx->guard.refused++;
+    RMX_LOG_LIMITED(ctx, &ctx->guard.rl, WARN, "guard: refusing %s peer %s: banned for %llu ms "
+                    "more for its refused remote accesses (RMX_GUARD_BAN_MS)", ops->name, addr,
+                    (unsigned long long)ban);
     ops->reject(tc, RMX_ECONNREFUSED);
     return;
   }

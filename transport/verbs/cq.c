@@ -119,6 +119,8 @@ static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
                        "rdma: QP 0x%x to %s went into the error state: this side refused a "
                        "request of the peer (bad key, bounds or rights) or the device failed",
                        wc->qp_num, tc->peer);
+    if (tc->owner)
+      tc->tp->env->strike(tc->owner); /* counted once: the async event sees tc->dead */
     rmx__vb_fail(tc, RMX_EPROTO);
     return;
   }

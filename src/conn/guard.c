@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The guard: guessing costs the guesser. Every remote access this side
+ * refuses (a read, write or atomic with a bad key, out of bounds or
+ * without the rights) is a strike against the peer's IP address (the
+ * port is not part of it: a new connection is a new port). A peer with
+ * RMX_GUARD_STRIKES strikes within RMX_GUARD_WINDOW_MS has its new
+ * incoming connections refused for RMX_GUARD_BAN_MS; its connections that
+ * stand are left alone (the transport already cuts or refuses what each
+ * one does wrong). The table is fixed (RMX__GUARD_SLOTS addresses, the
+ * least recently struck that is not banned makes room), so a flood of
+ * addresses costs no memory; it may make the guard forget one of them.
+ */
+#include <string.h>
+
+#include "rmx_int.h"
+
+/* The address part of sa, IPv4-mapped IPv6 as IPv4: 4 or 16 bytes into
+ * key; 0 for other families (not guarded). */
+static unsigned addr_key(const struct sockaddr *sa, uint8_t key[16])
+{
+  static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (sa->sa_family == AF_INET) {
+    memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    return 4;
+  }
+  if (sa->sa_family == AF_INET6) {
+    const uint8_t *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+    if (memcmp(a, mapped, sizeof(mapped)) == 0) {
+      memcpy(key, a + 12, 4);
+      return 4;
+    }
+    memcpy(key, a, 16);
+    return 16;
+  }
+  return 0;
+}
+
+static rmx__guard_slot_t *slot_find(rmx__guard_t *g, const uint8_t *key, unsigned len)
+{
+  for (unsigned i = 0; i < RMX__GUARD_SLOTS; i++)
+    if (g->slot[i].len == len && memcmp(g->slot[i].key, key, len) == 0)
+      return &g->slot[i];
+  return NULL;
+}
+
+uint64_t rmx__guard_banned(rmx_ctx_t *ctx, const struct sockaddr *sa)
+{
+  uint8_t key[16];
+  unsigned len;
+  if (!ctx->cfg.guard_strikes || !(len = addr_key(sa, key)))
+    return 0;
+  rmx__guard_slot_t *s = slot_find(&ctx->guard, key, len);
+  uint64_t now = uv_now(ctx->loop);
+  return s && s->banned_until > now ? s->banned_until - now : 0;
+}
+
+void rmx__guard_strike(rmx_ctx_t *ctx, const struct sockaddr *sa)
+{
+  rmx__guard_t *g = &ctx->guard;
+  uint8_t key[16];
+  unsigned len;
+  if (!ctx->cfg.guard_strikes || !(len = addr_key(sa, key)))
+    return;
+  uint64_t now = uv_now(ctx->loop);
+  rmx__guard_slot_t *s = slot_find(g, key, len);
+  if (!s) {
+    /* A free slot, else the least recently struck one not banned, else
+     * the least recently struck. */
+    rmx__guard_slot_t *old = NULL, *old_free = NULL;
+    for (unsigned i = 0; i < RMX__GUARD_SLOTS && !s; i++) {
+      rmx__guard_slot_t *t = &g->slot[i];
+      if (!t->len)
+        s = t;
+      else if (t->banned_until <= now && (!old_free || t->last < old_free->last))
+        old_free = t;
+      else if (!old || t->last < old->last)
+        old = t;
+    }
+    s = s ? s : old_free ? old_free : old;
+    memset(s, 0, sizeof(*s));
+    memcpy(s->key, key, len);
+    s->len = (uint8_t)len;
+    s->win_start = now;
+  }
+  if (now - s->win_start >= ctx->cfg.guard_window_ms) {
+    s->win_start = now;
+    s->strikes = 0;
+  }
+  s->last = now;
+  g->strikes++;
+  if (++s->strikes < ctx->cfg.guard_strikes)
+    return;
+  s->banned_until = now + ctx->cfg.guard_ban_ms;
+  s->strikes = 0;
+  s->win_start = now;
+  g->bans++;
+  char addr[96];
+  rmx__sa_str(sa, addr, sizeof(addr));
+  RMX_LOG_LIMITED(ctx, &g->rl, WARN,
+                  "guard: %s made %u refused remote accesses within %u ms "
+                  "(RMX_GUARD_STRIKES, RMX_GUARD_WINDOW_MS): its new connections are refused "
+                  "for %u ms (RMX_GUARD_BAN_MS)",
+                  addr, ctx->cfg.guard_strikes, ctx->cfg.guard_window_ms, ctx->cfg.guard_ban_ms);
+}
+
+/* The transports' strike (rmx_tp_env_t): the connection's peer address. */
+void rmx__tp_strike(void *owner)
+{
+  rmx_conn_t *c = owner;
+  struct sockaddr_storage ss;
+  if (!c)
+    return;
+  if (c->has_peer_ss)
+    ss = c->peer_ss;
+  else if (!c->tc || c->ops->peer_addr(c->tc, &ss) != 0)
+    return;
+  rmx__guard_strike(c->ctx, (const struct sockaddr *)&ss);
+}
