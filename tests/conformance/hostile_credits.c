@@ -249,7 +249,11 @@ void flood_past_the_window_is_cut_off(void **state)
 {
   static char log[1 << 16];
   sconn_t *s;
+  /* Its peer reconnects after each flood of refused reads: the guard
+   * (guard.tcp) would ban it, which is not what this test measures. */
+  setenv("RMX_GUARD_STRIKES", "0", 1);
   srv_start(NULL);
+  unsetenv("RMX_GUARD_STRIKES");
   static cli_t other;
   cli_start(&other);
   PUMP_UNTIL(other.connected);
