@@ -11,6 +11,7 @@
  * least recently struck that is not banned makes room), so a flood of
  * addresses costs no memory; it may make the guard forget one of them.
  */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "rmx_int.h"
@@ -95,10 +96,10 @@ void rmx__guard_strike(rmx_ctx_t *ctx, const struct sockaddr *sa)
   s->strikes = 0;
   s->win_start = now;
   g->bans++;
-  char addr[96];
-  rmx__sa_str(sa, addr, sizeof(addr));
+  char addr[INET6_ADDRSTRLEN] = "?";
+  inet_ntop(len == 4 ? AF_INET : AF_INET6, key, addr, sizeof(addr));
   RMX_LOG_LIMITED(ctx, &g->rl, WARN,
-                  "guard: %s made %u refused remote accesses within %u ms "
+                  "guard: peer address %s made %u refused remote accesses within %u ms "
                   "(RMX_GUARD_STRIKES, RMX_GUARD_WINDOW_MS): its new connections are refused "
                   "for %u ms (RMX_GUARD_BAN_MS)",
                   addr, ctx->cfg.guard_strikes, ctx->cfg.guard_window_ms, ctx->cfg.guard_ban_ms);
