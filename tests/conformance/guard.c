@@ -7,8 +7,9 @@
  * (deregistered): each read is refused (RMX_EACCES; on TCP the connection
  * stays), a strike against 127.0.0.1 (RMX_TEST_ADDR=::1: IPv6). At the
  * 4th, new connections from that address are refused while the standing
- * one still works; after the ban they are accepted again. RMX_GUARD_STRIKES=0: no ban at all. The
- * guard's log lines go out at most once a second, with a count.
+ * one still works; after the ban they are accepted again.
+ * RMX_GUARD_STRIKES=0: no ban at all. The guard's log lines go out at
+ * most once a second, with a count.
  */
 #include <rmx/rmx.h>
 #include <setjmp.h>
