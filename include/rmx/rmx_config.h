@@ -164,14 +164,14 @@ typedef struct rmx_config {
   /**
    * The guard: refused remote accesses (a read, write or atomic with a bad
    * key, out of bounds or without the rights) from one peer IP address
-   * within @ref guard_window_ms that get its new incoming connections
+   * within @c guard_window_ms that get its new incoming connections
    * refused (RMX_GUARD_STRIKES, 16; 0..1000000, 0 turns the guard off).
    * Connections that stand are not touched. The guard remembers 256
    * addresses; docs/security.md says what it stops and what it does not.
    */
   uint32_t guard_strikes;
   /**
-   * The window in which @ref guard_strikes refusals ban an address, in ms
+   * The window in which @c guard_strikes refusals ban an address, in ms
    * (RMX_GUARD_WINDOW_MS, 10000; 1..86400000).
    */
   uint32_t guard_window_ms;
