@@ -11,7 +11,9 @@ addr=${RMX_TEST_ADDR:-${RXE_VM_ADDR:-127.0.0.1}}
 # retry error, on kernels 6.1.0-47 to -56), with rmx and the same copy
 # from /dev/shm fine every time.
 dir=$(mktemp -d -p "${RXE_VM:+/dev/shm}")
-trap 'rm -rf "$dir"' EXIT
+srv=
+# A server left behind would hold ctest's pipe open until its timeout.
+trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$dir"' EXIT
 # On a failure, what the server and the fetch said.
 trap 'echo "bulk_copy_check: failed at line $LINENO (status $?); server:"; cat "$dir/log";
       echo "fetch:"; cat "$dir/err"' ERR
@@ -21,13 +23,17 @@ head -c $((50 * 1048576 + 123)) /dev/urandom >"$dir/big"
 for f in empty one big; do
   "$bin/rmx-bulk-copy" serve "$scheme://$addr:0" "$dir/$f" >"$dir/log" &
   srv=$!
-  for _ in $(seq 300); do grep -q offering "$dir/log" && break; sleep 0.1; done
+  # The server checksums the file first: 50 MiB under ASan on a loaded
+  # machine took longer than a fixed 30 s once. Wait while it lives.
+  while kill -0 "$srv" 2>/dev/null && ! grep -q offering "$dir/log"; do sleep 0.1; done
   uri=$(sed -n 's/.* on \(.*\)$/\1/p' "$dir/log")
+  [ -n "$uri" ] || { echo "bulk_copy_check: the server offered nothing"; exit 1; }
   # A progress line every 10 ms once the copy lasts that long (a long
   # copy said nothing until it ended): the 50 MiB one must show some.
   : >"$dir/err"
   "$bin/rmx-bulk-copy" fetch "$uri" "$dir/$f.copy" 10 2>"$dir/err"
   wait "$srv"
+  srv=
   cmp "$dir/$f" "$dir/$f.copy"
   cat "$dir/err" >&2
   if [ "$f" = big ] && ! grep -qE '^fetch: [0-9]+ of 50 MiB \([0-9]+%\), [0-9.]+ MiB/s$' "$dir/err"; then
