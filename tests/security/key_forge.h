@@ -68,7 +68,6 @@ typedef struct kf_key {
 
 /* ---- key_forge_common.c ---- */
 
-uint32_t kf_crc32c(const uint8_t *p, size_t n);
 /* Decode blob's entry for transport tp. 0, or a negative value naming
  * what is wrong (-1 length or version, -2 checksum, -3 no entry for tp). */
 int kf_key_decode(const uint8_t *blob, size_t len, uint8_t tp, kf_key_t *k);
