@@ -201,7 +201,6 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
   }
   uint64_t ban = ss.ss_family ? rmx__guard_banned(ctx, (struct sockaddr *)&ss) : 0;
   if (ban) {
-    ctx->guard.refused++;
     RMX_LOG_LIMITED(ctx, &ctx->guard.rl, WARN, "guard: refusing %s peer %s: banned for %llu ms "
                     "more for its refused remote accesses (RMX_GUARD_BAN_MS)", ops->name, addr,
                     (unsigned long long)ban);

@@ -89,13 +89,11 @@ void rmx__guard_strike(rmx_ctx_t *ctx, const struct sockaddr *sa)
     s->strikes = 0;
   }
   s->last = now;
-  g->strikes++;
   if (++s->strikes < ctx->cfg.guard_strikes)
     return;
   s->banned_until = now + ctx->cfg.guard_ban_ms;
   s->strikes = 0;
   s->win_start = now;
-  g->bans++;
   char addr[INET6_ADDRSTRLEN] = "?";
   inet_ntop(len == 4 ? AF_INET : AF_INET6, key, addr, sizeof(addr));
   RMX_LOG_LIMITED(ctx, &g->rl, WARN,

@@ -19,8 +19,7 @@ typedef struct rmx__guard_slot {
 } rmx__guard_slot_t;
 typedef struct rmx__guard {
   rmx__guard_slot_t slot[RMX__GUARD_SLOTS];
-  uint64_t strikes, bans, refused; /* counts since the context began */
-  rmx__ratelimit_t rl;             /* every line the guard logs */
+  rmx__ratelimit_t rl; /* every line the guard logs */
 } rmx__guard_t;
 
 struct rmx_ctx;
