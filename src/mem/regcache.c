@@ -424,9 +424,10 @@ static int premapped(uintptr_t s, uintptr_t e)
 
 /*
  * The hooks are in place and have seen every object loaded so far, and
- * malloc is set for the cache (the first call arms both): 0. Objects loaded since the last lookup may have unmapped cached memory
- * unseen, so the cache starts over then. Without the hooks the cache turns
- * itself off for good.
+ * malloc is set for the cache (the first call arms both): 0. Objects
+ * loaded since the last lookup may have unmapped cached memory unseen, so
+ * the cache starts over then. Without the hooks the cache turns itself off
+ * for good.
  */
 static int hooks_ready(rmx_ctx_t *ctx)
 {
