@@ -104,7 +104,18 @@ struct rmx_mem {
   size_t len;
   unsigned access;           /* RMX_MEM_* */
   rmx_tp_mem_t *reg[RMX_TP_COUNT];
+  rmx_list_t grants;         /* rmx__grant_t: its keys packed for one connection */
 };
+
+/* A key to a registration that one connection's peer alone may use
+ * (rmx_mem_pack_for), until revoked, deregistered or the connection ends. */
+typedef struct rmx__grant {
+  rmx_list_t mem_link;  /* in m->grants */
+  rmx_list_t conn_link; /* in c->grants */
+  rmx_mem_t *m;
+  rmx_conn_t *c;
+  rmx_tp_mem_t *tm;     /* the transport's scoped key */
+} rmx__grant_t;
 
 struct rmx_rkey {
   int tpi;
@@ -358,6 +369,7 @@ struct rmx_conn {
   rmx_list_t rmaq;      /* one-sided operations waiting for send-queue room */
   rmx_list_t reqq;      /* RPC requests waiting for a handler slot */
   rmx_list_t reqs_out;  /* RPC requests with their handlers, not yet answered */
+  rmx_list_t grants;    /* rmx__grant_t: keys packed for this peer alone */
   rmx_list_t calls[RMX_CALL_BUCKETS]; /* our RPC calls by id */
   uint32_t rpc_out, rpc_in;
   uint64_t rpc_held_bytes; /* requests waiting for a handler slot, copied */
@@ -547,6 +559,9 @@ extern const rmx__op_class_t rmx__rma_class;
  * transport wire_id: 0, RMX_EINVAL (malformed or damaged), RMX_EVERSION,
  * RMX_ENOENT (no entry for that transport). tpi is left to the caller. */
 int rmx__rkey_decode(const void *blob, size_t len, uint8_t wire_id, rmx_rkey_t *out);
+/* The connection stops being served: every key packed for its peer alone
+ * is revoked (before the transport closes it). */
+void rmx__mem_conn_gone(rmx_conn_t *c);
 int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_mem_t *given,
                    rmx_tp_mem_t **mem, rmx__rc_entry_t **cached);
 

@@ -299,17 +299,30 @@ typedef struct rmx_tp_ops {
    * docs/security.md). Called once, after ESTABLISHED; never calls back. */
   void (*ready)(rmx_tp_conn_t *tc);
 
-  /* Register [addr, addr+len) with RMX_TP_ACC_* rights. scope non-NULL: only
-   * that connection's peer may reach the memory remotely (where the
-   * transport can enforce it: TCP does; verbs cannot, see docs/security.md);
-   * NULL: any peer of this instance that holds the key. May block (verbs
-   * pins pages). Keys are unguessable where the transport makes them.
+  /* Register [addr, addr+len) with RMX_TP_ACC_* rights. With remote
+   * rights and scope non-NULL: only that connection's peer may reach the
+   * memory, with the key mem_rkey gives (verbs: a type-2 memory window
+   * bound to scope's QP, its bind queued on that QP ahead of any later
+   * send; TCP: the target checks the connection). With scope NULL the
+   * registration is reachable by no peer until mem_open (a capability) or
+   * mem_grant (a connection's key). May block (verbs pins pages). Keys are
+   * unguessable where the transport makes them.
    * Errors: RMX_ENOMEM, RMX_EMEMLOCK (the locked-memory limit; verbs
    * reports any pinning failure so while the limit is finite), RMX_EACCES,
    * RMX_EINVAL, RMX_EAGAIN, RMX_EIO, RMX_ENODEV (verbs: no device opened
-   * yet). */
+   * yet), RMX_ENOTCONN (scope is going down), RMX_ENOTSUP (verbs: remote
+   * rights with a scope on a device without type-2 windows). */
   int (*mem_reg)(rmx_tp_t *tp, void *addr, size_t len, unsigned access, rmx_tp_conn_t *scope,
                  rmx_tp_mem_t **out);
+  /* Make m (registered with scope NULL) reachable by any peer of this
+   * instance holding mem_rkey(m): a capability key. Idempotent. Errors as
+   * for mem_reg (verbs registers the memory again, with remote access). */
+  int (*mem_open)(rmx_tp_mem_t *m);
+  /* A key to m's memory, with m's rights, that only tc's peer may use:
+   * mem_reg with scope tc, made from m without registering again (verbs: a
+   * window over m's region). Released with mem_dereg, before m is. Errors
+   * as for mem_reg. */
+  int (*mem_grant)(rmx_tp_mem_t *m, rmx_tp_conn_t *tc, rmx_tp_mem_t **out);
   /* Release a registration. After it returns the transport never touches
    * the memory again and no new remote access starts. Local ops posted
    * with it must have completed (the core keeps that). A remote operation
@@ -321,7 +334,8 @@ typedef struct rmx_tp_ops {
    * deregister (verbs), that is logged and the key stays valid: a known
    * gap, not a promise. */
   void (*mem_dereg)(rmx_tp_mem_t *m);
-  /* The key a peer names this registration by (valid until mem_dereg). */
+  /* The key a peer names this registration by (valid until mem_dereg; of
+   * a registration made with scope NULL, after mem_open). */
   uint64_t (*mem_rkey)(const rmx_tp_mem_t *m);
 
   /* RMX_TP_F_LOOP_SPIN transports, optional: called once per loop turn

@@ -38,9 +38,11 @@ enum {
 
 /**
  * @brief Register @p len bytes at @p addr with the transports in use.
- * The memory must stay mapped until rmx_mem_dereg(). With remote rights,
- * any peer of the context holding the packed key may use it, on any
- * connection, until then (docs/security.md).
+ * The memory must stay mapped until rmx_mem_dereg(). Registering grants no
+ * peer anything: a peer reaches the memory only through a key packed for
+ * it, by rmx_mem_pack_for() (that one connection's peer alone) or
+ * rmx_mem_pack() (a capability: any holder, on any connection of the
+ * context). docs/security.md says which to pick.
  *
  * The memory is registered with every transport the context has opened so
  * far (by rmx_listen() or rmx_connect() with its scheme); rmx_mem_pack()
@@ -60,29 +62,36 @@ enum {
 RMX_API int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access,
                         rmx_mem_t **m);
 
-/** @brief Release a registration. Peers holding its key get
- *  @ref RMX_EACCES from then on, and rmx never touches the memory again
- *  after this returns, so it may be freed at once. A peer's remote access
- *  in progress on it fails: over TCP a read not yet started or a write
- *  still arriving gets @ref RMX_EACCES; a read whose data is already queued
- *  on the socket, and any access on RDMA (the device's remote access
- *  error), ends that peer's connection. Local operations using it must
- *  have completed.
+/** @brief Release a registration, and every key packed of it. Before this
+ *  returns, every key made of it stops working, on both transports: a peer
+ *  holding one gets @ref RMX_EACCES from then on, and rmx never touches the
+ *  memory again, so it may be freed at once. A peer's remote access in
+ *  progress on it fails: over TCP a read not yet started or a write still
+ *  arriving gets @ref RMX_EACCES; a read whose data is already queued on
+ *  the socket, and any access on RDMA (the device's remote access error),
+ *  ends that peer's connection. Local operations using it must have
+ *  completed.
  *  @param m  the registration, or NULL (nothing is done); invalid
- *            afterwards, as are the blobs rmx_mem_pack() made of it */
+ *            afterwards, as are the blobs rmx_mem_pack() and
+ *            rmx_mem_pack_for() made of it */
 RMX_API void rmx_mem_dereg(rmx_mem_t *m);
 
 /**
- * @brief Pack the registration's remote key into @p blob, to send to a peer
- * in any message (docs/protocol.md, "Remote keys", gives its layout).
+ * @brief Pack a capability key to the registration into @p blob: whoever
+ * holds the bytes may use them, from any connection to this context, until
+ * rmx_mem_dereg(). Pick rmx_mem_pack_for() for a key only one peer may
+ * use; pick this form only for memory every peer of the context may reach
+ * (docs/security.md: on RDMA a capability key is the device's 32-bit key,
+ * of which SoftRoCE makes only 8 bits unpredictable).
  *
- * What it needs: a registration with a remote right, and a transport in
- * use: the context must have called rmx_listen() or rmx_connect() with the
- * scheme of each transport the key is meant for (the listener or
- * connection need not be established, or still open). The blob holds one
- * key per transport in use at the time of the call (the memory is
- * registered with those it lacked); pack again after a new transport comes
- * into use for a blob that covers it too.
+ * The blob goes to the peer in any message (docs/protocol.md, "Remote
+ * keys", gives its layout). What it needs: a registration with a remote
+ * right, and a transport in use: the context must have called rmx_listen()
+ * or rmx_connect() with the scheme of each transport the key is meant for
+ * (the listener or connection need not be established, or still open). The
+ * blob holds one key per transport in use at the time of the call (the
+ * memory is registered with those it lacked); pack again after a new
+ * transport comes into use for a blob that covers it too.
  * @param m  a registration with remote access (rmx_mem_reg())
  * @param[out] blob  where the key goes: plain bytes, the caller's to send,
  *        copy or drop; they stay usable by peers until rmx_mem_dereg()
@@ -94,6 +103,45 @@ RMX_API void rmx_mem_dereg(rmx_mem_t *m);
  *         transport failed)
  */
 RMX_API int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len);
+
+/**
+ * @brief Pack a key to the registration that only the peer of connection
+ * @p c can use, and only on @p c: the same bytes from any other connection
+ * (a replay, or a guess) are refused. On RDMA the device enforces it (a
+ * memory window bound to @p c's queue pair); on TCP the target does.
+ *
+ * Packing again for the same connection gives the same key. The key works
+ * until rmx_mem_revoke() for @p c, rmx_mem_dereg(), or the end of @p c
+ * (a reconnect needs a new key), whichever comes first. Send the blob on
+ * @p c itself: on RDMA the window is bound by a request queued on @p c
+ * ahead of anything sent after this call, while a key carried by another
+ * path may reach the peer before the device has bound it (its access then
+ * fails and ends its connection).
+ * @param m  a registration with remote access (rmx_mem_reg())
+ * @param c  an established connection
+ * @param[out] blob  where the key goes (one entry: @p c's transport)
+ * @param[in,out] len  capacity of @p blob in (@ref RMX_RKEY_MAX is always
+ *        enough), bytes used out
+ * @return 0, @ref RMX_EINVAL (a NULL argument, @p len too small, no remote
+ *         right, or @p c of another context), @ref RMX_ENOTCONN (@p c is
+ *         not established), @ref RMX_ENOTSUP (an RDMA device without
+ *         type-2 memory windows: rmx-info says which devices have them),
+ *         @ref RMX_ENOMEM, @ref RMX_EMEMLOCK, @ref RMX_EIO
+ */
+RMX_API int rmx_mem_pack_for(rmx_mem_t *m, rmx_conn_t *c, void *blob, size_t *len);
+
+/**
+ * @brief Withdraw the key rmx_mem_pack_for() made of @p m for @p c, before
+ * returning: the peer's later accesses with it are refused, as after
+ * rmx_mem_dereg() (an access in progress fails the same ways). The
+ * registration and its other keys stay.
+ * @param m  the registration
+ * @param c  the connection the key was packed for
+ * @return 0, @ref RMX_EINVAL (a NULL argument), @ref RMX_ENOENT (no key
+ *         of @p m for @p c: never packed, already revoked, or @p c ended,
+ *         which revoked it)
+ */
+RMX_API int rmx_mem_revoke(rmx_mem_t *m, rmx_conn_t *c);
 
 /**
  * @brief Check a packed key and make it usable on connection @p c.

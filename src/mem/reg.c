@@ -80,6 +80,7 @@ int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access, rmx_mem
   m->addr = addr;
   m->len = len;
   m->access = access;
+  rmx_list_init(&m->grants);
   ctx->nmems++;
   int rc = reg_missing(m);
   if (rc) {
@@ -90,10 +91,39 @@ int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access, rmx_mem
   return 0;
 }
 
+static void grant_release(rmx__grant_t *g)
+{
+  rmx_list_del(&g->mem_link);
+  rmx_list_del(&g->conn_link);
+  g->c->ops->mem_dereg(g->tm);
+  free(g);
+}
+
+static rmx__grant_t *grant_find(rmx_mem_t *m, rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  rmx_list_foreach(n, &m->grants) {
+    rmx__grant_t *g = rmx_container_of(n, rmx__grant_t, mem_link);
+    if (g->c == c)
+      return g;
+  }
+  return NULL;
+}
+
+void rmx__mem_conn_gone(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  while ((n = c->grants.next) != &c->grants)
+    grant_release(rmx_container_of(n, rmx__grant_t, conn_link));
+}
+
 void rmx_mem_dereg(rmx_mem_t *m)
 {
+  rmx_list_t *n;
   if (!m)
     return;
+  while ((n = m->grants.next) != &m->grants) /* windows go before their region */
+    grant_release(rmx_container_of(n, rmx__grant_t, mem_link));
   for (int i = 0; i < RMX_TP_COUNT; i++)
     if (m->reg[i])
       m->ctx->tp_ops[i]->mem_dereg(m->reg[i]);
@@ -101,20 +131,16 @@ void rmx_mem_dereg(rmx_mem_t *m)
   free(m);
 }
 
-int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len)
+static int has_remote(const rmx_mem_t *m)
+{
+  return (m->access & (RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE | RMX_MEM_REMOTE_ATOMIC)) != 0;
+}
+
+/* Write the header and n entries (wire id, key) of a packed key. */
+static int pack_keys(const rmx_mem_t *m, const uint8_t *wire, const uint64_t *key, int n,
+                     void *blob, size_t *len)
 {
   uint8_t *p = blob;
-  int n = 0, rc;
-  if (!m || !blob || !len)
-    return RMX_EINVAL;
-  if (!(m->access & (RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE | RMX_MEM_REMOTE_ATOMIC)))
-    return RMX_EINVAL; /* nothing a peer could do with it */
-  if ((rc = reg_missing(m)) != 0)
-    return rc;
-  for (int i = 0; i < RMX_TP_COUNT; i++)
-    n += m->reg[i] != NULL;
-  if (n == 0)
-    return RMX_ENOTCONN;
   size_t need = RKEY_HDR + (size_t)n * RKEY_ENTRY;
   if (*len < need)
     return RMX_EINVAL;
@@ -124,16 +150,79 @@ int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len)
   rmx_put16(p + 2, (uint16_t)m->access);
   rmx_put64(p + 8, (uintptr_t)m->addr);
   rmx_put64(p + 16, m->len);
-  uint8_t *e = p + RKEY_HDR;
-  for (int i = 0; i < RMX_TP_COUNT; i++) {
-    if (!m->reg[i])
-      continue;
-    e[0] = m->ctx->tp_ops[i]->wire_id;
-    rmx_put64(e + 8, m->ctx->tp_ops[i]->mem_rkey(m->reg[i]));
-    e += RKEY_ENTRY;
+  for (int i = 0; i < n; i++) {
+    uint8_t *e = p + RKEY_HDR + (size_t)i * RKEY_ENTRY;
+    e[0] = wire[i];
+    rmx_put64(e + 8, key[i]);
   }
   rmx_put32(p + 4, rkey_sum(p, need));
   *len = need;
+  return 0;
+}
+
+int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len)
+{
+  uint8_t wire[RMX_TP_COUNT];
+  uint64_t key[RMX_TP_COUNT];
+  int n = 0, rc;
+  if (!m || !blob || !len)
+    return RMX_EINVAL;
+  if (!has_remote(m))
+    return RMX_EINVAL; /* nothing a peer could do with it */
+  if ((rc = reg_missing(m)) != 0)
+    return rc;
+  for (int i = 0; i < RMX_TP_COUNT; i++) {
+    if (!m->reg[i])
+      continue;
+    /* a capability: any peer of the transport holding the key */
+    if ((rc = m->ctx->tp_ops[i]->mem_open(m->reg[i])) != 0)
+      return rc;
+    wire[n] = m->ctx->tp_ops[i]->wire_id;
+    key[n++] = m->ctx->tp_ops[i]->mem_rkey(m->reg[i]);
+  }
+  if (n == 0)
+    return RMX_ENOTCONN;
+  return pack_keys(m, wire, key, n, blob, len);
+}
+
+int rmx_mem_pack_for(rmx_mem_t *m, rmx_conn_t *c, void *blob, size_t *len)
+{
+  int rc;
+  if (!m || !c || !blob || !len || c->ctx != m->ctx || !has_remote(m))
+    return RMX_EINVAL;
+  if (*len < RKEY_HDR + RKEY_ENTRY)
+    return RMX_EINVAL;
+  if (c->state != RMX_CS_ESTABLISHED || c->tp_state != RMX_TPS_OPEN || !c->tc)
+    return RMX_ENOTCONN;
+  rmx__grant_t *g = grant_find(m, c);
+  if (!g) {
+    if (!m->reg[c->tpi] && (rc = reg_missing(m)) != 0)
+      return rc;
+    if (!m->reg[c->tpi])
+      return RMX_ENOTCONN;
+    if (!(g = calloc(1, sizeof(*g))))
+      return RMX_ENOMEM;
+    if ((rc = c->ops->mem_grant(m->reg[c->tpi], c->tc, &g->tm)) != 0) {
+      free(g);
+      return rc;
+    }
+    g->m = m;
+    g->c = c;
+    rmx_list_push(&m->grants, &g->mem_link);
+    rmx_list_push(&c->grants, &g->conn_link);
+  }
+  uint64_t key = c->ops->mem_rkey(g->tm);
+  return pack_keys(m, &c->ops->wire_id, &key, 1, blob, len);
+}
+
+int rmx_mem_revoke(rmx_mem_t *m, rmx_conn_t *c)
+{
+  if (!m || !c)
+    return RMX_EINVAL;
+  rmx__grant_t *g = grant_find(m, c);
+  if (!g)
+    return RMX_ENOENT;
+  grant_release(g);
   return 0;
 }
 

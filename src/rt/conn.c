@@ -24,6 +24,7 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi)
   c->tpi = tpi;
   c->ops = ctx->tp_ops[tpi];
   rmx_list_init(&c->ctrlq);
+  rmx_list_init(&c->grants);
   rmx_list_init(&c->sendq);
   rmx_list_init(&c->rndv_wait);
   rmx_list_init(&c->rxq);
@@ -65,6 +66,7 @@ int rmx_listener_uri(rmx_listener_t *l, char *buf, size_t len)
 
 void rmx__conn_tp_close(rmx_conn_t *c)
 {
+  rmx__mem_conn_gone(c);
   rmx__conn_flush_now(c); /* what was posted goes (or fails) with the rest */
   if (c->tp_state == RMX_TPS_OPEN || c->tp_state == RMX_TPS_FINISHING) {
     c->tp_state = RMX_TPS_CLOSING;
@@ -78,6 +80,7 @@ void rmx__conn_tp_finish(rmx_conn_t *c)
 {
   if (c->tp_state != RMX_TPS_OPEN)
     return;
+  rmx__mem_conn_gone(c);
   rmx__conn_flush_now(c);
   if (!c->ops->finish) {
     rmx__conn_tp_close(c);
@@ -236,6 +239,7 @@ static void conn_finish(rmx_conn_t *c)
 /* The transport reported CLOSED: it holds nothing of the connection now. */
 void rmx__conn_closed(rmx_conn_t *c)
 {
+  rmx__mem_conn_gone(c); /* none left: a grant needs an open transport */
   c->tp_state = RMX_TPS_CLOSED;
   c->tc = NULL;
   conn_finish(c);

@@ -41,13 +41,12 @@
 
 /*
  * Whether the server packs the victim's key for the victim's connection
- * alone. rmx_mem_pack makes capability keys (any holder may use them on
- * any connection: docs/security.md), so today attack (c) reads the
- * victim's region by design and is reported, not counted. Issue 24 adds a
- * per-connection form: use it in key_forge_server.c (pack_for) and set
- * this to 1; (c) then counts like (a) and (b).
+ * alone (rmx_mem_pack_for, key_forge_server.c): attack (c) then counts like
+ * (a) and (b). With capability keys (rmx_mem_pack: any holder may use them
+ * on any connection, docs/security.md) (c) reads the victim's region by
+ * design and would be reported, not counted.
  */
-#define KF_SCOPED_PACK 0
+#define KF_SCOPED_PACK 1
 
 typedef struct kid {
   const char *role;

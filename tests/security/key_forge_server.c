@@ -114,16 +114,11 @@ static void stream_fill(void)
   }
 }
 
-/*
- * Pack m's key for the peer of c. Today rmx_mem_pack is the only form: a
- * capability any holder may use on any connection (docs/security.md), so
- * attack (c) reads the victim's region by design (KF_SCOPED_PACK). Issue 24
- * adds a form bound to one connection; use it here then.
- */
+/* Pack m's key for the peer of c alone: the form an application hands a
+ * peer it does not trust with the rest of its memory. */
 static int pack_for(rmx_mem_t *m, rmx_conn_t *c, uint8_t *blob, size_t *len)
 {
-  (void)c;
-  return rmx_mem_pack(m, blob, len);
+  return rmx_mem_pack_for(m, c, blob, len);
 }
 
 static void rpc_register(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)

@@ -62,7 +62,7 @@ static rmx_tp_mem_t *check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr
 {
   rmx_tp_mem_t *m = rmx__tcp_mem_find(tc->tp, key);
   *status = 0;
-  if (!m || (m->scope && m->scope != tc->serial) || !(m->access & need) || addr < m->addr ||
+  if (!m || (m->scope ? m->scope != tc->serial : !m->open) || !(m->access & need) || addr < m->addr ||
       len > m->len || addr - m->addr > m->len - len)
     *status = RMX_EACCES;
   if (*status) {

@@ -160,6 +160,20 @@ static void tcp_mem_dereg(rmx_tp_mem_t *m)
 
 static uint64_t tcp_mem_rkey(const rmx_tp_mem_t *m) { return m->key; }
 
+/* A capability: the key is already unguessable, so opening only lets the
+ * target accept it from any connection. */
+static int tcp_mem_open(rmx_tp_mem_t *m)
+{
+  m->open = 1;
+  return 0;
+}
+
+/* A registration of its own (a key of its own) over the same bytes. */
+static int tcp_mem_grant(rmx_tp_mem_t *m, rmx_tp_conn_t *tc, rmx_tp_mem_t **out)
+{
+  return tcp_mem_reg(m->tp, (void *)m->addr, m->len, m->access, tc, out);
+}
+
 /* ---- instance ---- */
 
 static void conn_closed(rmx_tp_conn_t *tc)
@@ -266,5 +280,7 @@ const rmx_tp_ops_t rmx__tcp_ops = {
   .mem_reg = tcp_mem_reg,
   .mem_dereg = tcp_mem_dereg,
   .mem_rkey = tcp_mem_rkey,
+  .mem_open = tcp_mem_open,
+  .mem_grant = tcp_mem_grant,
   .spin = rmx__tcp_spin,
 };

@@ -98,7 +98,8 @@ struct rmx_tp_mem {
   uintptr_t addr;
   size_t len;
   unsigned access;
-  uint64_t scope;  /* the one connection (serial) that may use it; 0: any */
+  uint64_t scope;  /* the one connection (serial) that may use it; 0: see open */
+  uint8_t open;    /* scope 0: any connection may use it (mem_open); else none */
   uint32_t uses;   /* remote reads and writes in progress */
   uint8_t dead;    /* deregistered: freed when the last use ends */
 };

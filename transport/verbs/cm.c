@@ -40,6 +40,8 @@ static struct rmx_tp_conn *tc_new(struct rmx_tp *tp, struct rdma_cm_id *id)
   id->context = tc;
   rmx_list_init(&tc->repost_link);
   rmx_list_init(&tc->flush_link);
+  rmx_list_init(&tc->windows);
+  rmx_list_init(&tc->bind_wait);
   uv_timer_init(tp->loop, &tc->timer);
   tc->timer.data = tc;
   tc->timer_open = 1;

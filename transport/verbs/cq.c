@@ -142,6 +142,19 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
   }
   if (tc->dead || tc->closing || !tc->owner)
     return;
+  if (wc->wc_flags & IBV_WC_WITH_INV) {
+    /* The peer sent with invalidate, which rmx never does: the device has
+     * already invalidated the key it named, which may be one of another
+     * connection's windows (SoftRoCE checks only the protection domain).
+     * Nothing can undo that; the peer is cut and counted. */
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), ERROR,
+                       "rdma: QP 0x%x: %s sent with invalidate (key 0x%x), which rmx never "
+                       "does: connection closed", wc->qp_num, tc->peer, wc->invalidated_rkey);
+    if (tc->owner)
+      tc->tp->env->strike(tc->owner);
+    rmx__vb_fail(tc, RMX_EPROTO);
+    return;
+  }
   if (!tc->established) { /* the peer's first message beat the CM event */
     tc->established = 1;
     tc->state = VC_UP;

@@ -13,6 +13,12 @@
 
 #include "verbs.h"
 
+int rmx__vb_has_windows(const struct ibv_device_attr *a)
+{
+  return a->max_mw > 0 && (a->device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+                                                  IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
+}
+
 /* RMX_DEVICE names a device or gives its GUID (hex, colons optional). */
 int rmx__vb_device_named(const char *want, struct ibv_device *d)
 {
@@ -74,6 +80,7 @@ int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out
       !(dev->chan = ibv_create_comp_channel(verbs)) || vb_set_nonblock(dev->chan->fd) ||
       vb_set_nonblock(verbs->async_fd))
     goto err;
+  dev->windows = rmx__vb_has_windows(&dev->attr);
   dev->cq_size = dev->attr.max_cqe < 4096 ? dev->attr.max_cqe : 4096;
   if (!(dev->cq = ibv_create_cq(verbs, dev->cq_size, dev, dev->chan, 0)) ||
       ibv_req_notify_cq(dev->cq, 0))
@@ -90,8 +97,9 @@ int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out
   rmx_list_push(&tp->devs, &dev->link);
   tp->dev = dev;
   *out = dev;
-  RMX_TP_LOG(tp->env, INFO, "rdma: using %s (max inline asked %d, CQ %d)", dev->name,
-          VB_INLINE_WANT, dev->cq_size);
+  RMX_TP_LOG(tp->env, INFO, "rdma: using %s (max inline asked %d, CQ %d, %s)", dev->name,
+          VB_INLINE_WANT, dev->cq_size,
+          dev->windows ? "keys scoped by memory windows" : "no type-2 memory windows");
   return 0;
 err:
   RMX_TP_LOG(tp->env, ERROR, "rdma: cannot set up device %s: %s", dev->name, strerror(errno));

@@ -147,11 +147,25 @@ static void tc_timer_closed(uv_handle_t *h)
 
 /* Drained (or never had a QP, or could not be drained): release
  * everything, then CLOSED. */
+/* The windows bound to the QP outlive it until their owners release them
+ * (deallocating one of a destroyed QP is allowed); they no longer name it. */
+static void windows_detach(struct rmx_tp_conn *tc)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&tc->windows)) != NULL) {
+    rmx_tp_mem_t *m = rmx_container_of(n, rmx_tp_mem_t, link);
+    rmx_list_del(&m->wait_link);
+    m->waiting = 0;
+    m->tc = NULL;
+  }
+}
+
 void rmx__vb_conn_reap(struct rmx_tp_conn *tc)
 {
   if (tc->reaped)
     return;
   tc->reaped = 1;
+  windows_detach(tc);
   if (tc->undrained && tc->qp) {
     /* The QP may still be live (it never reached the error state): destroy
      * it before reporting its operations, whose buffers their owners may

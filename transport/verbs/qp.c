@@ -185,7 +185,8 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
     return RMX_ENOTCONN;
   if (n < 1 || n > RMX_TP_MAX_SGE)
     return RMX_EINVAL;
-  if (tc->head - tc->tail >= tc->sq_depth)
+  /* What is sent may carry a window's key: its bind goes first. */
+  if (!rmx__vb_binds_chain(tc) || tc->head - tc->tail >= tc->sq_depth)
     return RMX_EAGAIN;
   for (int i = 0; i < n; i++) {
     total += sge[i].len;
@@ -219,6 +220,49 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
   s->wr.num_sge = n;
   chain(tc, s, 0);
   return 0;
+}
+
+int rmx__vb_binds_chain(struct rmx_tp_conn *tc)
+{
+  rmx_list_t *n;
+  while ((n = tc->bind_wait.next) != &tc->bind_wait) {
+    if (tc->head - tc->tail >= tc->sq_depth)
+      return 0;
+    rmx_tp_mem_t *m = rmx_container_of(n, rmx_tp_mem_t, wait_link);
+    rmx_list_del(n);
+    m->waiting = 0;
+    vb_slot_t *s = slot_take(tc, SLOT_INTERNAL, NULL);
+    s->wr.opcode = IBV_WR_BIND_MW;
+    s->wr.bind_mw.mw = m->mw;
+    s->wr.bind_mw.rkey = m->rkey;
+    s->wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
+      .mr = m->mr, .addr = (uintptr_t)m->addr, .length = m->len,
+      .mw_access_flags = m->remote};
+    s->wr.num_sge = 0;
+    chain(tc, s, 0);
+  }
+  return 1;
+}
+
+/* The slot stays taken, unposted: the next signaled completion retires it
+ * with the unsignaled ones before it, or the close does. */
+void rmx__vb_bind_unchain(struct rmx_tp_conn *tc, struct ibv_mw *mw)
+{
+  struct ibv_send_wr *prev = NULL;
+  for (struct ibv_send_wr *w = tc->chain; w; prev = w, w = w->next) {
+    if (w->opcode != IBV_WR_BIND_MW || w->bind_mw.mw != mw)
+      continue;
+    if (prev)
+      prev->next = w->next;
+    else
+      tc->chain = w->next;
+    if (tc->chain_last == w)
+      tc->chain_last = prev;
+    if (!tc->chain)
+      rmx_list_del(&tc->flush_link);
+    w->next = NULL;
+    return;
+  }
 }
 
 /* A read or write of any length: split at the device's largest message, the
@@ -324,6 +368,8 @@ void rmx__vb_flush(struct rmx_tp_conn *tc)
    * send could find the queue empty (an RNR NAK and a timed retry). */
   if (tc->repost)
     repost(tc);
+  if (!tc->dead && !tc->closing && tc->state == VC_UP)
+    rmx__vb_binds_chain(tc); /* windows bind even with nothing to send */
   if (!tc->chain)
     return;
   /* The last of a batch is signaled: nothing waits on a later post. */

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The verbs transport's instance: init and fini, the idle handler (poll
- * mode, deferred failures, reaping), memory registration, and the ops
- * table. The objects below it are listed in verbs.h.
+ * mode, deferred failures, reaping) and the ops table. The objects below it are listed in verbs.h.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,50 +51,6 @@ static void idle_cb(uv_idle_t *h)
   if (!tp->polling && !busy)
     uv_idle_stop(h);
 }
-
-/* ---- memory ---- */
-
-static int vb_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
-                      rmx_tp_conn_t *scope, rmx_tp_mem_t **out)
-{
-  int flags = 0;
-  if (!tp->dev) {
-    /* Callers skip this transport until a connection opens a device (the
-     * pool asks at every allocation until then): not an error to log. */
-    RMX_TP_LOG(tp->env, DEBUG, "rdma: no device in use yet to register memory with");
-    return RMX_ENODEV;
-  }
-  /* Local write only where needed: a read-only source can be sent. */
-  if (access & (RMX_TP_ACC_LOCAL | RMX_TP_ACC_REMOTE_WRITE))
-    flags |= IBV_ACCESS_LOCAL_WRITE;
-  if (access & RMX_TP_ACC_REMOTE_READ)
-    flags |= IBV_ACCESS_REMOTE_READ;
-  if (access & RMX_TP_ACC_REMOTE_WRITE)
-    flags |= IBV_ACCESS_REMOTE_WRITE;
-  if (access & RMX_TP_ACC_REMOTE_ATOMIC)
-    flags |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
-  rmx_tp_mem_t *m = malloc(sizeof(*m));
-  if (!m)
-    return RMX_ENOMEM;
-  m->tp = tp;
-  m->mr = ibv_reg_mr(tp->dev->pd, addr, len ? len : 1, flags);
-  if (!m->mr) {
-    int rc = rmx__vb_reg_err(tp, len, errno);
-    free(m);
-    return rc;
-  }
-  *out = m;
-  return 0;
-}
-
-static void vb_mem_dereg(rmx_tp_mem_t *m)
-{
-  if (ibv_dereg_mr(m->mr))
-    RMX_TP_LOG(m->tp->env, WARN, "rdma: ibv_dereg_mr failed");
-  free(m);
-}
-
-static uint64_t vb_mem_rkey(const rmx_tp_mem_t *m) { return m->mr->rkey; }
 
 /* ---- the instance ---- */
 
@@ -232,7 +187,9 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .caps = rmx__vb_caps,
   .flush = rmx__vb_flush,
   .ready = vb_ready,
-  .mem_reg = vb_mem_reg,
-  .mem_dereg = vb_mem_dereg,
-  .mem_rkey = vb_mem_rkey,
+  .mem_reg = rmx__vb_mem_reg,
+  .mem_dereg = rmx__vb_mem_dereg,
+  .mem_rkey = rmx__vb_mem_rkey,
+  .mem_open = rmx__vb_mem_open,
+  .mem_grant = rmx__vb_mem_grant,
 };

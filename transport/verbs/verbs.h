@@ -51,6 +51,8 @@ typedef struct vb_dev {
   uv_async_t async_wake;
   int handles;
   struct ibv_device_attr attr;
+  uint8_t windows;         /* type-2 memory windows: keys scoped to a QP */
+  uint8_t warned_scope;    /* told once that it has none */
   char name[64];
 } vb_dev_t;
 
@@ -123,6 +125,11 @@ struct rmx_tp_conn {
   struct ibv_recv_wr *repost, *repost_last;
   rmx_list_t repost_link;  /* in tp->repost when repost is non-empty */
 
+  /* memory windows bound to this QP (rmx_tp_mem.link), and those whose
+   * bind waits for room in the send ring (wait_link), in order */
+  rmx_list_t windows;
+  rmx_list_t bind_wait;
+
   /* draining: the send queue by a marker, the receive queue by count
    * (some rxe kernels never flush a receive posted after the error state) */
   int drain_send_seen;
@@ -136,9 +143,26 @@ struct rmx_tp_listener {
   struct rdma_cm_id *id;
 };
 
+/*
+ * One registration (mem.c). On a device with type-2 memory windows, memory
+ * with remote rights is registered without them (IBV_ACCESS_MW_BIND only):
+ * peers reach it through a window bound to one QP (scoped: mw and tc set),
+ * or, once opened as a capability, through a second MR with remote access.
+ */
 struct rmx_tp_mem {
   struct rmx_tp *tp;
-  struct ibv_mr *mr;
+  struct ibv_mr *mr;       /* local access and windows: its own, or parent's */
+  struct ibv_mr *open_mr;  /* mem_open: the capability's remote access */
+  struct rmx_tp_mem *parent; /* a grant: the registration it is a window on */
+  struct ibv_mw *mw;       /* scoped: the window bound to tc's QP */
+  struct rmx_tp_conn *tc;  /* scoped: that connection; NULL once it is freed */
+  rmx_list_t link;         /* in tc->windows */
+  rmx_list_t wait_link;    /* in tc->bind_wait while waiting is set */
+  uint8_t waiting;
+  void *addr;
+  size_t len;
+  unsigned remote;         /* IBV_ACCESS_REMOTE_* a peer gets */
+  uint32_t rkey;           /* what peers name it by */
 };
 
 struct rmx_tp {
@@ -169,11 +193,12 @@ struct rmx_tp {
 /*
  * The objects, one file each, each calling only those listed after it (the
  * file graph has no cycle): verbs.c (the instance: init/fini, the idle
- * handler, memory registration, the ops table), cm.c (rdma_cm: connect,
+ * handler, the ops table), cm.c (rdma_cm: connect,
  * listen, accept, reject, routes), dev.c (a device: PD, CQ, completion
  * channel), async.c (the per-process async event reader and its routing),
- * cq.c (arming, draining and dispatching completions), qp.c (queue pairs:
- * creation, the send ring, posting, flush), ep.c (a connection's end: fail,
+ * cq.c (arming, draining and dispatching completions), mem.c (registrations
+ * and memory windows), qp.c (queue pairs: creation, the send ring, posting,
+ * window binds, flush), ep.c (a connection's end: fail,
  * close, drain, reap, parking), err.c (errors to RMX_E*); devinfo.c lists
  * the host's devices without an instance. What lower objects need of the
  * instance they reach through the two callbacks it leaves in struct rmx_tp.
@@ -241,6 +266,12 @@ int rmx__vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_me
 int rmx__vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
                    uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
 unsigned rmx__vb_caps(struct rmx_tp_conn *tc);
+/* Chain the binds of windows waiting on tc, as many as the ring has room
+ * for: 1 when none waits any more. */
+int rmx__vb_binds_chain(struct rmx_tp_conn *tc);
+/* A window goes before its bind was posted: take the bind out of what is
+ * built and not yet posted, if it is there. */
+void rmx__vb_bind_unchain(struct rmx_tp_conn *tc, struct ibv_mw *mw);
 void rmx__vb_flush(struct rmx_tp_conn *tc);
 /* Post what every connection has built (the end of a batch of completions). */
 void rmx__vb_flush_all(struct rmx_tp *tp);
@@ -256,7 +287,17 @@ void rmx__vb_spin_poll(vb_dev_t *dev, int found);
 void rmx__vb_async_open(vb_dev_t *dev);
 void rmx__vb_async_close(vb_dev_t *dev, uv_close_cb closed);
 
+/* mem.c */
+int rmx__vb_mem_reg(struct rmx_tp *tp, void *addr, size_t len, unsigned access,
+                    struct rmx_tp_conn *scope, rmx_tp_mem_t **out);
+int rmx__vb_mem_open(rmx_tp_mem_t *m);
+int rmx__vb_mem_grant(rmx_tp_mem_t *m, struct rmx_tp_conn *tc, rmx_tp_mem_t **out);
+void rmx__vb_mem_dereg(rmx_tp_mem_t *m);
+uint64_t rmx__vb_mem_rkey(const rmx_tp_mem_t *m);
+
 /* dev.c */
+/* Whether a device binds type-2 memory windows (keys scoped to one QP). */
+int rmx__vb_has_windows(const struct ibv_device_attr *a);
 int rmx__vb_device_named(const char *want, struct ibv_device *d);
 int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out);
 void rmx__vb_dev_release(vb_dev_t *dev);

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Registrations and memory windows: who may reach registered memory.
+ *
+ * On a device with type-2 memory windows an MR never carries remote access
+ * of its own. A peer reaches memory through a window bound to its own
+ * connection's QP (a rendezvous source for one message, a registration
+ * packed for one connection): the device refuses the window's key on any
+ * other QP, and after the window is deallocated. A capability key
+ * (rmx_mem_pack) is a second MR over the same bytes, with remote access,
+ * made when first asked for. Without windows the MR carries the remote
+ * rights itself, as any QP of the protection domain may then use them: the
+ * device's log line and docs/security.md say so.
+ *
+ * The window's key is ours to choose in its low byte; the rest is the
+ * device's index. A bind is a request on the QP's send queue, chained
+ * ahead of whatever is sent after it, so the RTS or message that carries
+ * the key reaches the peer after the window is bound (qp.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "verbs.h"
+
+static unsigned remote_flags(unsigned access)
+{
+  return (access & RMX_TP_ACC_REMOTE_READ ? IBV_ACCESS_REMOTE_READ : 0) |
+         (access & RMX_TP_ACC_REMOTE_WRITE ? IBV_ACCESS_REMOTE_WRITE : 0) |
+         (access & RMX_TP_ACC_REMOTE_ATOMIC ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+}
+
+/* Local write only where needed (a read-only source can be sent, and read
+ * remotely); remote writes and atomics need it. */
+static unsigned local_flags(unsigned access)
+{
+  return access & (RMX_TP_ACC_LOCAL | RMX_TP_ACC_REMOTE_WRITE | RMX_TP_ACC_REMOTE_ATOMIC)
+             ? IBV_ACCESS_LOCAL_WRITE
+             : 0;
+}
+
+/* A fresh low byte for a window's key: unlike its current one (the device
+ * refuses a bind to the same key) and not predictable from it. */
+static uint32_t new_key(uint32_t old)
+{
+  uint8_t b = 0;
+  if (getrandom(&b, 1, 0) != 1)
+    b = (uint8_t)(old + 1);
+  if (b == (uint8_t)old)
+    b ^= 0x5a;
+  return (old & ~0xffu) | b;
+}
+
+/* Allocate m's window and queue its bind on tc's QP. */
+static int window_new(rmx_tp_mem_t *m, struct rmx_tp_conn *tc)
+{
+  if (tc->dead || tc->closing || tc->state != VC_UP)
+    return RMX_ENOTCONN;
+  m->mw = ibv_alloc_mw(m->tp->dev->pd, IBV_MW_TYPE_2);
+  if (!m->mw) {
+    int rc = rmx__vb_err_from_errno(errno);
+    RMX_TP_LOG(m->tp->env, ERROR, "rdma: cannot allocate a memory window on %s: %s",
+               m->tp->dev->name, strerror(errno));
+    return rc;
+  }
+  /* The bind names the window by its current key (mw->rkey, read when the
+   * request is posted); after it the window answers to the new one. The
+   * provider leaves mw->rkey as it was, which is right here: each window
+   * is bound once. */
+  m->rkey = new_key(m->mw->rkey);
+  m->tc = tc;
+  rmx_list_push(&tc->windows, &m->link);
+  rmx_list_push(&tc->bind_wait, &m->wait_link); /* bound in order */
+  m->waiting = 1;
+  rmx__vb_binds_chain(tc);
+  return 0;
+}
+
+static void scope_warn(vb_dev_t *dev)
+{
+  if (dev->warned_scope)
+    return;
+  dev->warned_scope = 1;
+  RMX_TP_LOG(dev->tp->env, WARN, "rdma: %s has no type-2 memory windows: memory exposed to one "
+             "peer (rendezvous sources) is reachable by any connection of this context that "
+             "knows or guesses its key (docs/security.md)", dev->name);
+}
+
+int rmx__vb_mem_reg(struct rmx_tp *tp, void *addr, size_t len, unsigned access,
+                    struct rmx_tp_conn *scope, rmx_tp_mem_t **out)
+{
+  if (!tp->dev) {
+    /* Callers skip this transport until a connection opens a device (the
+     * pool asks at every allocation until then): not an error to log. */
+    RMX_TP_LOG(tp->env, DEBUG, "rdma: no device in use yet to register memory with");
+    return RMX_ENODEV;
+  }
+  unsigned remote = remote_flags(access);
+  int windows = remote && tp->dev->windows;
+  unsigned flags = local_flags(access) | (windows ? IBV_ACCESS_MW_BIND : remote);
+  if (remote && scope && !windows)
+    scope_warn(tp->dev);
+  rmx_tp_mem_t *m = calloc(1, sizeof(*m));
+  if (!m)
+    return RMX_ENOMEM;
+  m->tp = tp;
+  m->addr = addr;
+  m->len = len ? len : 1;
+  m->remote = remote;
+  rmx_list_init(&m->link);
+  rmx_list_init(&m->wait_link);
+  m->mr = ibv_reg_mr(tp->dev->pd, addr, m->len, (int)flags);
+  if (!m->mr) {
+    int rc = rmx__vb_reg_err(tp, len, errno);
+    free(m);
+    return rc;
+  }
+  m->rkey = m->mr->rkey; /* a key only without windows; see mem_open */
+  if (windows && scope) {
+    int rc = window_new(m, scope);
+    if (rc) {
+      ibv_dereg_mr(m->mr);
+      free(m);
+      return rc;
+    }
+  }
+  *out = m;
+  return 0;
+}
+
+int rmx__vb_mem_open(rmx_tp_mem_t *m)
+{
+  if (m->mw || m->parent)
+    return RMX_EINVAL; /* a window is one connection's */
+  if (!m->remote || !m->tp->dev->windows || m->open_mr)
+    return 0; /* without windows the MR itself is open */
+  unsigned local = m->remote & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
+                       ? IBV_ACCESS_LOCAL_WRITE
+                       : 0;
+  m->open_mr = ibv_reg_mr(m->tp->dev->pd, m->addr, m->len, (int)(m->remote | local));
+  if (!m->open_mr)
+    return rmx__vb_reg_err(m->tp, m->len, errno);
+  m->rkey = m->open_mr->rkey;
+  return 0;
+}
+
+int rmx__vb_mem_grant(rmx_tp_mem_t *parent, struct rmx_tp_conn *tc, rmx_tp_mem_t **out)
+{
+  if (!parent->tp->dev->windows) {
+    RMX_TP_LOG(parent->tp->env, ERROR, "rdma: %s has no type-2 memory windows: a key for one "
+               "connection cannot be made (use rmx_mem_pack, a capability)",
+               parent->tp->dev->name);
+    return RMX_ENOTSUP;
+  }
+  if (!parent->remote || parent->mw || parent->parent)
+    return RMX_EINVAL;
+  rmx_tp_mem_t *m = calloc(1, sizeof(*m));
+  if (!m)
+    return RMX_ENOMEM;
+  m->tp = parent->tp;
+  m->parent = parent;
+  m->mr = parent->mr;
+  m->addr = parent->addr;
+  m->len = parent->len;
+  m->remote = parent->remote;
+  rmx_list_init(&m->link);
+  rmx_list_init(&m->wait_link);
+  int rc = window_new(m, tc);
+  if (rc) {
+    free(m);
+    return rc;
+  }
+  rmx__vb_flush(tc); /* bound now, not at the connection's next send */
+  *out = m;
+  return 0;
+}
+
+/*
+ * Deallocating the window is what revokes it: synchronous, so no access
+ * starts after this returns. A bind still waiting or built but not posted
+ * is dropped first; one posted but not yet executed then fails at the
+ * device, which ends that connection (only a release within microseconds
+ * of rmx_mem_pack_for can meet that).
+ */
+void rmx__vb_mem_dereg(rmx_tp_mem_t *m)
+{
+  if (m->mw) {
+    if (m->tc) {
+      rmx_list_del(&m->link);
+      if (m->waiting)
+        rmx_list_del(&m->wait_link);
+      else
+        rmx__vb_bind_unchain(m->tc, m->mw);
+    }
+    if (ibv_dealloc_mw(m->mw))
+      RMX_TP_LOG(m->tp->env, WARN, "rdma: ibv_dealloc_mw failed: %s", strerror(errno));
+  }
+  if (m->open_mr && ibv_dereg_mr(m->open_mr))
+    RMX_TP_LOG(m->tp->env, WARN, "rdma: ibv_dereg_mr failed");
+  if (!m->parent && ibv_dereg_mr(m->mr))
+    RMX_TP_LOG(m->tp->env, WARN, "rdma: ibv_dereg_mr failed");
+  free(m);
+}
+
+uint64_t rmx__vb_mem_rkey(const rmx_tp_mem_t *m) { return m->rkey; }
