@@ -3,7 +3,7 @@
  * rmx_device_list through the public API: 0 (no device on a host whose
  * kernel has no RDMA) or RMX_ENOTSUP (built without rdma-core), and inside
  * the SoftRoCE VM (tests/vm/rxe-vm sets RXE_VM_DEV) that device, with an
- * active Ethernet port.
+ * active Ethernet port and keys scoped by memory windows.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,6 +44,7 @@ static void the_vm_has_rxe_with_an_active_ethernet_port(void **state)
       d = &list[i];
   assert_non_null(d);
   assert_true(d->max_mr_size > 0);
+  assert_int_equal(d->key_scope, 1); /* Linux 6.1's rxe binds type-2 windows */
   for (int p = 0; p < d->nports; p++)
     if (d->ports[p].active) {
       up = 1;

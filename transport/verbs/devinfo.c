@@ -62,6 +62,7 @@ static void query_device(struct ibv_context *v, rmx_device_info_t *di)
     return;
   di->max_mr_size = da.max_mr_size;
   di->atomics = da.atomic_cap != IBV_ATOMIC_NONE;
+  di->key_scope = rmx__vb_has_windows(&da);
   if ((pd = ibv_alloc_pd(v)) != NULL) {
     di->max_inline = max_inline(v, pd);
     ibv_dealloc_pd(pd);
