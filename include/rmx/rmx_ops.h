@@ -38,11 +38,14 @@ enum {
 
 /**
  * @brief Register @p len bytes at @p addr with the transports in use.
- * The memory must stay mapped until rmx_mem_dereg(). Registering grants no
- * peer anything: a peer reaches the memory only through a key packed for
- * it, by rmx_mem_pack_for() (that one connection's peer alone) or
- * rmx_mem_pack() (a capability: any holder, on any connection of the
- * context). docs/security.md says which to pick.
+ * The memory must stay mapped until rmx_mem_dereg(). A peer reaches the
+ * memory through a key packed for it, by rmx_mem_pack_for() (that one
+ * connection's peer alone) or rmx_mem_pack() (a capability: any holder, on
+ * any connection of the context); docs/security.md says which to pick.
+ * Until then no key of it works, except on an RDMA device without type-2
+ * memory windows (rmx-info says which), where the registration's own
+ * device key grants its remote rights from the start, to whoever guesses
+ * it.
  *
  * The memory is registered with every transport the context has opened so
  * far (by rmx_listen() or rmx_connect() with its scheme); rmx_mem_pack()
@@ -116,7 +119,9 @@ RMX_API int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len);
  * @p c itself: on RDMA the window is bound by a request queued on @p c
  * ahead of anything sent after this call, while a key carried by another
  * path may reach the peer before the device has bound it (its access then
- * fails and ends its connection).
+ * fails and ends its connection). Likewise, a revoke within microseconds of
+ * packing may find the bind not yet executed; the device then fails it,
+ * which ends the connection.
  * @param m  a registration with remote access (rmx_mem_reg())
  * @param c  an established connection
  * @param[out] blob  where the key goes (one entry: @p c's transport)
@@ -146,16 +151,19 @@ RMX_API int rmx_mem_revoke(rmx_mem_t *m, rmx_conn_t *c);
 /**
  * @brief Check a packed key and make it usable on connection @p c.
  * @param c  the connection to the peer that packed it (any state)
- * @param blob  the bytes rmx_mem_pack() gave the peer; read during the call
- *        only
+ * @param blob  the bytes rmx_mem_pack() or rmx_mem_pack_for() gave the
+ *        peer; read during the call only
  * @param len  their length, exactly
  * @param[out] rk  the key, on 0: the caller's, to release with
  *        rmx_rkey_release(). It is not tied to @p c: it may be released
  *        before or after @p c closes (a key never released leaks a few
  *        bytes, nothing more), and operations copy what they need from it,
- *        so it may be released while they are in flight. It works on
- *        connections of @p c's transport, for as long as the peer keeps the
- *        registration (not after a reconnect to a new process)
+ *        so it may be released while they are in flight. From
+ *        rmx_mem_pack() it works on connections of @p c's transport, for as
+ *        long as the peer keeps the registration (not after a reconnect to
+ *        a new process); from rmx_mem_pack_for() only on the connection it
+ *        was packed for (@p c, when the peer packed it for this side), until
+ *        the peer revokes it or that connection ends
  * @return 0, @ref RMX_EINVAL for a NULL argument or a truncated, corrupt
  *         or foreign blob (one with no key for this connection's
  *         transport), @ref RMX_EVERSION (a layout version this library does
@@ -194,7 +202,8 @@ typedef void (*rmx_op_cb)(rmx_conn_t *c, int status, void *arg);
  *        names is the caller's and must stay valid (and, for a write,
  *        unchanged) until @p cb runs
  * @param iovcnt  entries of @p iov, 1 .. 16
- * @param rk  a key unpacked on a connection of @p c's transport
+ * @param rk  a key unpacked on a connection of @p c's transport (one the
+ *        peer packed for @p c alone, or a capability)
  * @param offset  where in the peer's region, from its start
  * @param cb  runs once, from the loop, with the outcome; may be NULL
  * @param arg  passed to @p cb
@@ -216,7 +225,8 @@ RMX_API int rmx_write(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_
  *  @param iov  1 .. 16 local buffers to fill, back to back; the array is
  *         copied, the memory must stay valid until @p cb runs
  *  @param iovcnt  entries of @p iov, 1 .. 16
- *  @param rk  a key unpacked on a connection of @p c's transport
+ *  @param rk  a key unpacked on a connection of @p c's transport (one the
+ *         peer packed for @p c alone, or a capability)
  *  @param offset  where in the peer's region, from its start
  *  @param cb  runs once, from the loop, with the outcome; may be NULL
  *  @param arg  passed to @p cb
