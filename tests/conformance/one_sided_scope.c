@@ -355,7 +355,10 @@ void scoped_key_argument_errors(void **state)
   assert_int_equal(rmx_mem_pack_for(m, c.c, blob, &len), RMX_ENOTCONN);
   run_until(W.ctx, &c.connected, 1);
   assert_int_equal(c.connect_status, 0);
-  client_close(W.ctx, &c);
+  assert_int_equal(rmx_conn_close(c.c, cl_closed, &c), 0); /* closing: not any more */
+  len = sizeof(blob);
+  assert_int_equal(rmx_mem_pack_for(m, c.c, blob, &len), RMX_ENOTCONN);
+  run_until(W.ctx, &c.closed, 1);
 
   rmx_ctx_t *other = ctx_new(0); /* a connection of another context */
   client_connect(other, &o, W.s.uri);
