@@ -3,7 +3,8 @@
  * One-sided operations, written once, run per transport:
  *   rmx-one-sided SCHEME [filter]
  * Both ends live in one context: the "target" side registers memory, packs
- * its key, and the initiator unpacks it on its own connection.
+ * its key, and the initiator unpacks it on its own connection. The world is
+ * one_sided.h's; keys packed for one connection are one_sided_scope.c's.
  */
 #include <rmx/rmx.h>
 #include <dlfcn.h>
@@ -20,27 +21,9 @@
 #include <uv.h>
 
 #include "harness.h"
+#include "one_sided.h"
 
-#define REGION ((256u << 20) + (64u << 10))
-#define GUARD 4096 /* bytes after the registered region that must never change */
-
-typedef struct world {
-  rmx_ctx_t *ctx;
-  server_t s;
-  client_t cl;
-  rmx_conn_t *target;  /* the accepted end */
-  uint8_t *region;     /* REGION + GUARD bytes */
-  rmx_mem_t *mem;
-  rmx_rkey_t *rk;
-  int done, status, errors;
-  int imms;
-  uint32_t imm_seen[256];
-  int imm_bad;
-  uint32_t order[512]; /* what the target saw, messages and immediates alike */
-  int norder;
-} world_t;
-
-static world_t W;
+world_t W;
 
 static void op_done(rmx_conn_t *c, int status, void *arg)
 {
@@ -102,7 +85,7 @@ static rmx_rkey_t *share(rmx_mem_t *m, rmx_conn_t *c)
   return rk;
 }
 
-static int setup(void **state)
+int world_setup(void **state)
 {
   char uri[128];
   memset(&W, 0, sizeof(W));
@@ -127,7 +110,7 @@ static int setup(void **state)
   return 0;
 }
 
-static int teardown(void **state)
+int world_teardown(void **state)
 {
   rmx_rkey_release(W.rk);
   if (!W.cl.disconnects)
@@ -585,13 +568,13 @@ int main(int argc, char **argv)
   if (argc > 2)
     cmocka_set_test_filter(argv[2]);
   signal(SIGPIPE, SIG_IGN);
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, world_setup, world_teardown)
   const struct CMUnitTest tests[] = {
     T(write_then_read_back), T(registered_local_buffers), T(write_imm_once_each_in_order),
     T(messages_and_imms_keep_one_order), T(atomics_from_several_connections), T(bad_keys_are_refused),
     T(out_of_bounds_and_rights_refused_locally), T(target_refuses_what_the_key_does_not_allow),
     T(stale_key_is_refused), T(refused_write_imm_returns_its_credit),
-    T(cache_reuses_and_follows_unmaps),
+    T(cache_reuses_and_follows_unmaps), ONE_SIDED_SCOPE_TESTS,
   };
   char name[64];
   snprintf(name, sizeof(name), "one-sided/%s", scheme);
