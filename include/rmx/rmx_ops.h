@@ -114,8 +114,9 @@ RMX_API int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len);
  * memory window bound to @p c's queue pair); on TCP the target does.
  *
  * Packing again for the same connection gives the same key. The key works
- * until rmx_mem_revoke() for @p c, rmx_mem_dereg(), or the end of @p c
- * (a reconnect needs a new key), whichever comes first. Send the blob on
+ * until rmx_mem_revoke() for @p c, rmx_mem_dereg(), rmx_conn_close() of
+ * @p c (at the call, not when the close completes) or the loss of @p c (a
+ * reconnect needs a new key), whichever comes first. Send the blob on
  * @p c itself: on RDMA the window is bound by a request queued on @p c
  * ahead of anything sent after this call, while a key carried by another
  * path may reach the peer before the device has bound it (its access then

@@ -460,6 +460,7 @@ int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg)
   c->user_closed = 1;
   c->on_closed = on_closed;
   c->close_arg = arg;
+  rmx__mem_conn_gone(c); /* keys for this peer alone end here, not at BYE */
   switch (c->state) {
   case RMX_CS_RESOLVING:
     uv_cancel((uv_req_t *)&c->gai); /* gai_cb sees user_closed */
