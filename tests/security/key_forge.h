@@ -17,8 +17,8 @@
  *
  * The roles talk to each other over rmx (the RPCs below) and to the driver
  * over pipes (a TCP socket for a server on another host): each prints
- * control lines on its stdout ("word args..."),
- * and the server and victim end when their stdin reaches EOF.
+ * control lines on its stdout ("word args..."), and the server and victim
+ * end when their stdin reaches EOF.
  */
 #ifndef RMX_TEST_KEY_FORGE_H
 #define RMX_TEST_KEY_FORGE_H
