@@ -9,6 +9,8 @@
 #   twohost.sh server BINDIR SCENARIO     (host A)
 #   twohost.sh client BINDIR SCENARIO     (host B)
 #   twohost.sh run BINDIR SCENARIO        (the host: boots the pair)
+#   twohost.sh here BINDIR SCENARIO       (both on this host, over loopback:
+#                                          no VM, so tcp only)
 #
 # SCENARIO: smoke (every workload counted and checked, plus rmx-echo, no
 # fault); linkcut (every frame to and from A dropped in A's stack, A's
@@ -20,7 +22,10 @@
 # conformance (no fault: the conformance cases run on B with their
 # servers on A, rmx-conformance's two-host mode, over rdma and tcp);
 # reconnect (reconnecting clients on B through `poweroff -f` in A and A's
-# next boot: they must resume against the servers A starts again).
+# next boot: they must resume against the servers A starts again);
+# forge (no fault: issue 24's attack test, rmx-key-forge, its server role
+# on A and its victim and attacker on B, so every forged access crosses
+# the wire; one run per transport, one after the other).
 # Every wait is bounded; times are printed, never judged.
 set -uo pipefail
 mode=$1 bin=$2
@@ -38,6 +43,16 @@ server() {
     "$bin/rmx-fault-peer" server "tcp://$TWOHOST_A_ADDR:7472" --ready "$TWOHOST_DIR/ready.tcp" &
     wait
     return
+  fi
+  if [ "$1" = forge ]; then # each ends once its driver is done
+    local pids=() rc=0 p
+    for t in $transports; do
+      "$bin/rmx-key-forge" --server-on "$TWOHOST_A_ADDR:0" "$t://$TWOHOST_A_ADDR:0" \
+        "$TWOHOST_DIR/forge.$t" &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    return $rc
   fi
   if [ "$1" = conformance ]; then
     for t in $transports; do
@@ -113,6 +128,18 @@ conformance() {
   return $rc
 }
 
+# The attack test's driver on B, its server role on A.
+forge() {
+  local t rc=0
+  for t in $transports; do
+    if ! $TWOHOST wait-file "$TWOHOST_DIR/forge.$t" 120; then
+      echo "twohost: no $t forge server on A"; return 1
+    fi
+    RMX_TEST_FORGE_SERVER=$(cat "$TWOHOST_DIR/forge.$t") "$bin/rmx-key-forge" "$t" || rc=1
+  done
+  return $rc
+}
+
 # Reconnecting clients through A's power-off and its next boot.
 reconnect() {
   local t pids=() rc=0
@@ -144,7 +171,7 @@ reconnect() {
 
 client() {
   local scenario=$1 t w rc=0
-  if [ "$scenario" = conformance ] || [ "$scenario" = reconnect ]; then
+  if [ "$scenario" = conformance ] || [ "$scenario" = reconnect ] || [ "$scenario" = forge ]; then
     "$scenario"
     return
   fi
@@ -220,5 +247,24 @@ case $mode in
       echo "twohost: the emulated kernel failed (above); try $try of 2"
     done
     exit 1 ;;
-  *) echo "usage: twohost.sh server|client|run BINDIR [SCENARIO]" >&2; exit 2 ;;
+  here)
+    # Host A's part in the background, B's here, both on loopback: a check
+    # of a scenario's plumbing without the VMs (tcp only: no device here),
+    # for a scenario whose part on A ends by itself, well (forge).
+    TWOHOST_DIR=$(mktemp -d) TWOHOST=$here/../vm/two-hosts
+    export TWOHOST_DIR TWOHOST TWOHOST_A_ADDR=127.0.0.1 TWOHOST_B_ADDR=127.0.0.1
+    export RMX_TEST_TWOHOST_TRANSPORTS=${RMX_TEST_TWOHOST_TRANSPORTS:-tcp}
+    trap 'rm -rf "$TWOHOST_DIR"' EXIT
+    "$0" server "$bin" "$3" &
+    a=$!
+    "$0" client "$bin" "$3"
+    rc=$?
+    if ! wait_for 30 eval "! kill -0 $a 2>/dev/null"; then
+      echo "twohost: host A's part did not end by itself" >&2
+      pkill -TERM -P "$a"
+      rc=1
+    fi
+    wait "$a" || { echo "twohost: host A's part failed" >&2; rc=1; }
+    exit $rc ;;
+  *) echo "usage: twohost.sh server|client|run|here BINDIR [SCENARIO]" >&2; exit 2 ;;
 esac

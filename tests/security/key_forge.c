@@ -4,6 +4,7 @@
  * acceptance test of issue 24 ("the tests as an attacker writes them").
  *
  *   rmx-key-forge tcp|rdma
+ *   rmx-key-forge --server-on HOST:PORT URI [READY_FILE]
  *
  * A server, a victim and an attacker run as separate processes (this
  * program, fork+exec'ed in each role; key_forge.h). The server gives each
@@ -21,6 +22,14 @@
  * rdma:// the address is RMX_TEST_ADDR (else RXE_VM_ADDR, else 192.0.2.1,
  * the SoftRoCE VM's: tests/vm/run-in-vm).
  *
+ * Across two hosts: `--server-on HOST:PORT URI` on one host listens for
+ * the driver on a plain TCP socket (port 0: any; it says which on stdout
+ * and in READY_FILE), then runs the server role on URI with that
+ * connection as its stdin and stdout. The driver on the other host, given
+ * RMX_TEST_FORGE_SERVER=HOST:PORT, connects there instead of starting a
+ * server, and runs the victim and the attacker itself: every forged
+ * access crosses the wire (tests/faults/twohost.sh, scenario forge).
+ *
  * Exit status: 0 when no attack read a byte of the victim's memory
  * (KF_SCOPED_PACK says when (c) counts), 1 when one did, 2 when the test
  * could not run as designed (a control failed, a role died, the stream
@@ -28,12 +37,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,9 +59,15 @@
  */
 #define KF_SCOPED_PACK 1
 
+/* How long --server-on waits for its driver, and the driver for it to
+ * take the connection: bounds against a partner that never comes. */
+#define KF_CONTROL_WAIT_MS 600000
+#define KF_CONNECT_WAIT_MS 120000
+
 typedef struct kid {
   const char *role;
-  pid_t pid;
+  pid_t pid;   /* 0 for a server on another host */
+  int remote;  /* on another host: in and out are one TCP socket */
   int in, out; /* its stdin (ours to write) and stdout (ours to read) */
   char buf[8192];
   size_t used;
@@ -107,6 +124,74 @@ static void spawn(kid_t *k, const char *role, char **argv)
   k->used = 0;
 }
 
+/* HOST:PORT ([V6ADDR]:PORT too) for getaddrinfo; 0, or -1 when malformed. */
+static int split_hostport(const char *hp, char *host, size_t cap, const char **port)
+{
+  const char *colon = strrchr(hp, ':');
+  if (!colon || colon == hp || colon[1] == 0 || (size_t)(colon - hp) >= cap)
+    return -1;
+  const char *h = hp;
+  size_t n = (size_t)(colon - hp);
+  if (h[0] == '[' && h[n - 1] == ']') {
+    h++;
+    n -= 2;
+  }
+  snprintf(host, cap, "%.*s", (int)n, h);
+  *port = colon + 1;
+  return 0;
+}
+
+/* The server role on another host (--server-on there): one TCP connection
+ * to it is that kid's stdin and stdout. Tried again every 200 ms until it
+ * connects or KF_CONNECT_WAIT_MS pass. */
+static void attach(kid_t *k, const char *hostport)
+{
+  char host[256];
+  const char *port;
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+  k->role = "server";
+  if (split_hostport(hostport, host, sizeof(host), &port))
+    setup_failed("RMX_TEST_FORGE_SERVER=%s: not HOST:PORT", hostport);
+  int rc = getaddrinfo(host, port, &hints, &ai);
+  if (rc)
+    setup_failed("RMX_TEST_FORGE_SERVER: %s", gai_strerror(rc));
+  uint64_t until = kf_now_ms() + KF_CONNECT_WAIT_MS;
+  int fd = -1, err = 0;
+  while (fd < 0) {
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      setup_failed("socket: %s", strerror(errno));
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+      break;
+    err = errno;
+    close(fd);
+    fd = -1;
+    if (kf_now_ms() >= until)
+      break;
+    usleep(200 * 1000);
+  }
+  freeaddrinfo(ai);
+  if (fd < 0) {
+    static char what[320];
+    snprintf(what, sizeof(what), "%s: %s", hostport, strerror(err));
+    setup_failed("no server role listens at %s (rmx-key-forge --server-on there)", what);
+  }
+  k->pid = 0;
+  k->remote = 1;
+  k->in = k->out = fd;
+  k->used = 0;
+}
+
+/* The end of the kid's stdin: it ends its role. */
+static void end_input(kid_t *k)
+{
+  if (k->remote)
+    shutdown(k->in, SHUT_WR); /* our half: its replies still come back */
+  else
+    close(k->in);
+  k->in = -1;
+}
+
 /* The kid's next stdout line, or NULL at EOF or past the deadline. */
 static const char *next_line(kid_t *k, char *line, size_t cap)
 {
@@ -156,7 +241,19 @@ static const char *expect(kid_t *k, const char *word, char *line, size_t cap)
 static int reap(kid_t *k)
 {
   int st = 0;
-  close(k->in);
+  if (k->remote) { /* its exit status comes as its last line */
+    char line[256];
+    const char *l;
+    int rc = -1;
+    while (rc < 0 && (l = next_line(k, line, sizeof(line))) != NULL)
+      if (sscanf(l, "exit %d", &rc) != 1)
+        printf("key-forge %s: %s\n", k->role, l);
+    close(k->out);
+    k->in = k->out = -1;
+    return rc;
+  }
+  if (k->in >= 0)
+    close(k->in);
   close(k->out);
   if (waitpid(k->pid, &st, 0) != k->pid)
     return -1;
@@ -171,7 +268,9 @@ typedef struct row {
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: rmx-key-forge tcp|rdma\n");
+  fprintf(stderr, "usage: rmx-key-forge tcp|rdma  (RMX_TEST_FORGE_SERVER=HOST:PORT: the server\n"
+                  "                               role runs on another host)\n"
+                  "       rmx-key-forge --server-on HOST:PORT URI [READY_FILE]\n");
   exit(2);
 }
 
@@ -198,10 +297,20 @@ static int driver(const char *scheme)
   setenv("RMX_TEST_FORGE_SEED", seedtxt, 1);
   /* every refused guess is a warning on one side or the other */
   setenv("RMX_LOG", "error", 0);
-  printf("key-forge %s: server, victim and attacker in separate processes; per attack at most "
-         "%llu attempts or %llu s (RMX_TEST_FORGE_ATTEMPTS, RMX_TEST_FORGE_SECONDS); seed %llu "
-         "(RMX_TEST_FORGE_SEED)\n",
-         scheme, (unsigned long long)attempts, (unsigned long long)seconds,
+  const char *remote = getenv("RMX_TEST_FORGE_SERVER");
+  if (remote && !*remote)
+    remote = NULL;
+  char where[320];
+  if (remote)
+    snprintf(where, sizeof(where),
+             "server on %s (RMX_TEST_FORGE_SERVER), victim and attacker here, in separate "
+             "processes",
+             remote);
+  else
+    snprintf(where, sizeof(where), "server, victim and attacker here, in separate processes");
+  printf("key-forge %s: %s; per attack at most %llu attempts or %llu s (RMX_TEST_FORGE_ATTEMPTS, "
+         "RMX_TEST_FORGE_SECONDS); seed %llu (RMX_TEST_FORGE_SEED)\n",
+         scheme, where, (unsigned long long)attempts, (unsigned long long)seconds,
          (unsigned long long)seed);
   fflush(stdout);
   /* setup, three attacks, and the close: generous, only against a hang */
@@ -210,9 +319,17 @@ static int driver(const char *scheme)
   char listen_uri[160];
   snprintf(listen_uri, sizeof(listen_uri), "%s://%s:0", scheme, addr);
   char *sargv[] = {D.exe, "--server", listen_uri, NULL};
-  spawn(&D.srv, "server", sargv);
+  if (remote)
+    attach(&D.srv, remote);
+  else
+    spawn(&D.srv, "server", sargv);
   l = expect(&D.srv, "listening", line, sizeof(line));
   snprintf(D.uri, sizeof(D.uri), "%s", l);
+  size_t sl = strlen(scheme);
+  if (strncmp(D.uri, scheme, sl) != 0 || strncmp(D.uri + sl, "://", 3) != 0)
+    setup_failed("the server listens on %s, not over this test's scheme", D.uri);
+  printf("key-forge %s: the server listens on %s\n", scheme, D.uri);
+  fflush(stdout);
   unsigned long long saddr = 0, slen = 0, vaddr = 0, vlen = 0;
   l = expect(&D.srv, "source", line, sizeof(line));
   if (sscanf(l, "%llu %llu", &saddr, &slen) != 2)
@@ -262,13 +379,11 @@ static int driver(const char *scheme)
 
   unsigned long long received = 0, bad = 0;
   int lost = 0, vic_ok;
-  close(D.vic.in);
-  D.vic.in = -1;
+  end_input(&D.vic);
   l = expect(&D.vic, "victim", line, sizeof(line));
   vic_ok = sscanf(l, "received %llu bad %llu lost %d", &received, &bad, &lost) == 3;
   int vic_rc = reap(&D.vic);
-  close(D.srv.in);
-  D.srv.in = -1;
+  end_input(&D.srv);
   l = expect(&D.srv, "server", line, sizeof(line));
   printf("key-forge server: %s\n", l);
   int srv_rc = reap(&D.srv);
@@ -326,6 +441,82 @@ static int driver(const char *scheme)
   return 0;
 }
 
+/*
+ * --server-on HOST:PORT URI [READY_FILE]: the server role for a driver on
+ * another host. One connection is taken, made the role's stdin and
+ * stdout, and the role run on URI as under --server; its exit status
+ * follows as a last line, "exit N" (the driver has no pid to wait for).
+ * stdin and stdout then share one file description, which the role's
+ * stdin watch makes nonblocking: its few short lines fit in a socket's
+ * buffer.
+ */
+static int server_on(const char *hostport, const char *uri, const char *ready)
+{
+  char host[256], name[300];
+  const char *port;
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+  if (split_hostport(hostport, host, sizeof(host), &port)) {
+    fprintf(stderr, "key-forge: --server-on %s: not HOST:PORT\n", hostport);
+    return 2;
+  }
+  int rc = getaddrinfo(host, port, &hints, &ai), one = 1;
+  if (rc) {
+    fprintf(stderr, "key-forge: --server-on %s: %s\n", hostport, gai_strerror(rc));
+    return 2;
+  }
+  int l = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_storage sa;
+  socklen_t salen = sizeof(sa);
+  if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+      bind(l, ai->ai_addr, ai->ai_addrlen) || listen(l, 1) ||
+      getsockname(l, (struct sockaddr *)&sa, &salen) ||
+      getnameinfo((struct sockaddr *)&sa, salen, NULL, 0, name, sizeof(name), NI_NUMERICSERV)) {
+    fprintf(stderr, "key-forge: --server-on %s: %s\n", hostport, strerror(errno));
+    freeaddrinfo(ai);
+    if (l >= 0)
+      close(l);
+    return 2;
+  }
+  freeaddrinfo(ai);
+  /* the address as given, the port as bound */
+  char ctl[600];
+  snprintf(ctl, sizeof(ctl), "%s%s%s:%s", strchr(host, ':') ? "[" : "", host,
+           strchr(host, ':') ? "]" : "", name);
+  printf("key-forge: the server role waits for its driver at %s (RMX_TEST_FORGE_SERVER)\n", ctl);
+  fflush(stdout);
+  if (ready) { /* written whole: a reader on another host polls for it */
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", ready);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s\n", ctl) < 0 || fclose(f) || rename(tmp, ready)) {
+      fprintf(stderr, "key-forge: --server-on: cannot write %s: %s\n", ready, strerror(errno));
+      return 2;
+    }
+  }
+  struct pollfd p = {.fd = l, .events = POLLIN};
+  int r;
+  do
+    r = poll(&p, 1, KF_CONTROL_WAIT_MS);
+  while (r < 0 && errno == EINTR);
+  int c = r > 0 ? accept(l, NULL, NULL) : -1;
+  close(l);
+  if (c < 0) {
+    fprintf(stderr, "key-forge: --server-on %s: no driver came within %d s\n", ctl,
+            KF_CONTROL_WAIT_MS / 1000);
+    return 2;
+  }
+  if (dup2(c, STDIN_FILENO) < 0 || dup2(c, STDOUT_FILENO) < 0) {
+    fprintf(stderr, "key-forge: --server-on: dup2: %s\n", strerror(errno));
+    return 2;
+  }
+  close(c);
+  setenv("RMX_LOG", "error", 0); /* as the driver sets for its roles */
+  rc = kf_server_main(uri);
+  printf("exit %d\n", rc);
+  fflush(stdout);
+  return rc;
+}
+
 int main(int argc, char **argv)
 {
   signal(SIGPIPE, SIG_IGN);
@@ -335,6 +526,8 @@ int main(int argc, char **argv)
     return kf_victim_main(argv[2]);
   if (argc == 4 && strcmp(argv[1], "--attacker") == 0)
     return kf_attacker_main(argv[2], argv[3]);
+  if ((argc == 4 || argc == 5) && strcmp(argv[1], "--server-on") == 0)
+    return server_on(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
   if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "rdma")))
     usage();
   return driver(argv[1]);

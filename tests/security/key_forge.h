@@ -7,14 +7,18 @@
  *                                            16 MiB messages to the victim
  *   rmx-key-forge --victim URI               a client the attacker must not reach
  *   rmx-key-forge --attacker URI SCHEME      forges keys (key_forge_attacker.c)
+ *   rmx-key-forge --server-on HOST:PORT URI [READY_FILE]
+ *                                            the server role for a driver on
+ *                                            another host (key_forge.c)
  *
  * Everything here uses the public API only; the packed key's layout comes
  * from docs/protocol.md ("Remote keys") and is checked against what the
  * library packs before any attack runs.
  *
  * The roles talk to each other over rmx (the RPCs below) and to the driver
- * over pipes: each prints control lines on its stdout ("word args..."),
- * and the server and victim end when their stdin reaches EOF.
+ * over pipes (a TCP socket for a server on another host): each prints
+ * control lines on its stdout ("word args..."), and the server and victim
+ * end when their stdin reaches EOF.
  */
 #ifndef RMX_TEST_KEY_FORGE_H
 #define RMX_TEST_KEY_FORGE_H
