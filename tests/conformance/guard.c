@@ -1,15 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The guard: guessing costs the guesser (TCP, public API only).
- *   rmx-guard-test tcp
+ * The guard: guessing costs the guesser (public API only).
+ *   rmx-guard-test tcp|rdma
  * Both ends live in one context whose guard is small (4 strikes in 10 s,
  * a ban of 500 ms). The client reads with a key the server has revoked
- * (deregistered): each read is refused (RMX_EACCES; on TCP the connection
- * stays), a strike against 127.0.0.1 (RMX_TEST_ADDR=::1: IPv6). At the
- * 4th, new connections from that address are refused while the standing
- * one still works; after the ban they are accepted again.
- * RMX_GUARD_STRIKES=0: no ban at all. The guard's log lines go out at
- * most once a second, with a count.
+ * (deregistered): each read is refused, a strike against the client's
+ * address (tcp: 127.0.0.1, RMX_TEST_ADDR=::1 for IPv6; rdma: RMX_TEST_ADDR,
+ * else RXE_VM_ADDR, else 192.0.2.1). On TCP the read fails with RMX_EACCES
+ * and the connection stays, so every bad read goes over the standing
+ * connection. Over rdma the target's device refuses the read and puts its
+ * QP into the error state, which ends the connection (the strike comes
+ * from transport/verbs: cq.c's flush or async.c's QP event): each bad read
+ * goes over a fresh connection, and the standing one is never used for
+ * one. At the 4th strike, new connections from that address are refused
+ * (RMX_ECONNREFUSED) while the standing one still serves a good read;
+ * after the ban they are accepted again. RMX_GUARD_STRIKES=0: no ban at
+ * all. The guard's log lines go out at most once a second, with a count.
  */
 #include <rmx/rmx.h>
 #include <setjmp.h>
@@ -38,6 +44,7 @@ typedef struct world {
 } world_t;
 
 static world_t W;
+static int rdma; /* the scheme is rdma: a refused read ends its connection */
 
 /* The guard's lines: all of them, the ones that ban, the ones that refuse. */
 static struct {
@@ -119,15 +126,18 @@ static void stop(void)
   ctx_done(W.ctx);
 }
 
-/* One read on the standing connection; its status. */
-static int read_with(rmx_rkey_t *rk)
+/* One read on connection c; its status. */
+static int read_on(rmx_conn_t *c, rmx_rkey_t *rk)
 {
   rmx_iov_t v = {W.buf, sizeof(W.buf), NULL};
   int want = W.done + 1;
-  assert_int_equal(rmx_read(W.cl.c, &v, 1, rk, 0, op_done, &W), 0);
+  assert_int_equal(rmx_read(c, &v, 1, rk, 0, op_done, &W), 0);
   run_until(W.ctx, &W.done, want);
   return W.status;
 }
+
+/* One read on the standing connection; its status. */
+static int read_with(rmx_rkey_t *rk) { return read_on(W.cl.c, rk); }
 
 /* A new connection from the same address: what on_connected said. */
 static int try_connect(void)
@@ -143,17 +153,43 @@ static int try_connect(void)
   return st;
 }
 
+/* One read with the stale key, which the server refuses: one strike. On
+ * TCP over the standing connection, refused with RMX_EACCES. Over rdma the
+ * refusal ends the connection at both ends, so it goes over a connection
+ * of its own; the strike is counted by the time the server's end has
+ * reported its disconnect. */
+static void bad_read(void)
+{
+  if (!rdma) {
+    assert_int_equal(read_with(W.stale_rk), RMX_EACCES);
+    return;
+  }
+  client_t c2;
+  int accepted = W.s.accepted, down = W.s.disconnects;
+  client_connect(W.ctx, &c2, W.s.uri);
+  run_until(W.ctx, &c2.connected, 1);
+  if (c2.connect_status != 0)
+    fail_msg("the connection for a bad read: %s", rmx_err_name(c2.connect_status));
+  run_until(W.ctx, &W.s.accepted, accepted + 1);
+  int st = read_on(c2.c, W.stale_rk);
+  if (st == 0)
+    fail_msg("a read with a deregistered key succeeded");
+  run_until(W.ctx, &c2.disconnects, 1);
+  run_until(W.ctx, &W.s.disconnects, down + 1);
+  client_close(W.ctx, &c2);
+}
+
 static void refused_reads_ban_new_connections_for_a_while(void **state)
 {
   (void)state;
   start(STRIKES);
   uint64_t t0 = uv_hrtime();
   for (int i = 0; i < STRIKES - 1; i++)
-    assert_int_equal(read_with(W.stale_rk), RMX_EACCES);
+    bad_read();
   /* one strike short of the ban: a new connection is still welcome */
   assert_int_equal(try_connect(), 0);
   assert_int_equal(L.bans, 0);
-  assert_int_equal(read_with(W.stale_rk), RMX_EACCES);
+  bad_read();
   assert_int_equal(L.bans, 1);
   assert_int_equal(L.named, 1);
   /* banned: new connections are refused, the standing one still works */
@@ -175,7 +211,7 @@ static void refused_reads_ban_new_connections_for_a_while(void **state)
    * or counted in the next line that went out; the last may still be held */
   run_for_ms(W.ctx, 1100);
   for (int i = 0; i < STRIKES; i++)
-    assert_int_equal(read_with(W.stale_rk), RMX_EACCES);
+    bad_read();
   assert_int_equal(L.bans, 2);
   assert_int_equal(try_connect(), RMX_ECONNREFUSED);
   unsigned seen = (unsigned)L.lines + L.held;
@@ -192,7 +228,7 @@ static void strikes_zero_turns_the_guard_off(void **state)
   (void)state;
   start(0);
   for (int i = 0; i < 3 * STRIKES; i++)
-    assert_int_equal(read_with(W.stale_rk), RMX_EACCES);
+    bad_read();
   assert_int_equal(try_connect(), 0);
   assert_int_equal(read_with(W.good_rk), 0);
   assert_int_equal(L.lines, 0);
@@ -203,6 +239,9 @@ int main(int argc, char **argv)
 {
   if (harness_args(argc, argv) != 0)
     return 2;
+  rdma = strcmp(scheme, "rdma") == 0;
+  if (rdma && !getenv("RMX_TEST_ADDR") && !getenv("RXE_VM_ADDR"))
+    addr = "192.0.2.1"; /* the SoftRoCE VM's (tests/vm/rxe-vm) */
   unsetenv("RMX_LOG");
   rmx_log_set_handler(on_log, NULL);
   alarm(120);
@@ -210,5 +249,5 @@ int main(int argc, char **argv)
     cmocka_unit_test(refused_reads_ban_new_connections_for_a_while),
     cmocka_unit_test(strikes_zero_turns_the_guard_off),
   };
-  return cmocka_run_group_tests_name("guard/tcp", tests, NULL, NULL);
+  return cmocka_run_group_tests_name(rdma ? "guard/rdma" : "guard/tcp", tests, NULL, NULL);
 }
