@@ -16,6 +16,7 @@
 
 static const char *const levels[] = {"none", "error", "warn", "info", "debug", "trace"};
 static const char *const modes[] = {"event", "poll", "adaptive"};
+static const char *const scopes[] = {"auto", "windows", "pd"};
 
 #define FIELD(f) #f, offsetof(rmx_config_t, f), sizeof(((rmx_config_t *)0)->f)
 #define NUM(env, f, def, lo, hi, desc) {env, FIELD(f), RMX__SET_NUM, def, lo, hi, NULL, desc}
@@ -82,6 +83,11 @@ const rmx__setting_t rmx__settings[] = {
       "The window in which RMX_GUARD_STRIKES refused remote accesses ban a peer address, in ms."),
   NUM("RMX_GUARD_BAN_MS", guard_ban_ms, 30000, 1, 86400000,
       "How long a banned peer address's new connections are refused, in ms."),
+  {"RMX_KEY_SCOPE", FIELD(key_scope), RMX__SET_WORD, RMX_KEY_SCOPE_AUTO, 0, RMX_KEY_SCOPE_PD,
+   scopes,
+   "How RDMA keys are confined to one connection: memory windows (windows), a protection "
+   "domain per connection (pd; no rmx_mem_pack capability keys), or windows where the "
+   "device has them, else pd (auto)."},
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

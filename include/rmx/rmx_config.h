@@ -57,6 +57,16 @@ typedef enum {
                                  message or post, then sleep */
 } rmx_progress_t;
 
+/** How a peer's keys are confined to its own connection on an RDMA device
+ *  (docs/security.md; @c key_scope). TCP ignores it. */
+typedef enum {
+  RMX_KEY_SCOPE_AUTO = 0,    /**< memory windows where the device binds type-2 windows, else a
+                                  protection domain per connection (default) */
+  RMX_KEY_SCOPE_WINDOWS = 1, /**< memory windows; a device without type-2 windows is refused
+                                  at its first connection or listener (@ref RMX_ENOTSUP) */
+  RMX_KEY_SCOPE_PD = 2       /**< a protection domain per connection on any device */
+} rmx_key_scope_t;
+
 /**
  * Context configuration. Fill it with rmx_config_init(), then change fields.
  * New fields are only ever appended (see @c size).
@@ -181,6 +191,19 @@ typedef struct rmx_config {
    * 1..86400000).
    */
   uint32_t guard_ban_ms;
+  /**
+   * How an RDMA device confines what a peer may reach to its own
+   * connection (RMX_KEY_SCOPE=auto|windows|pd, auto). windows: a key is a
+   * type-2 memory window bound to the connection's queue pair; it costs an
+   * allocation, a bind and a deallocation per rendezvous message. pd: each
+   * connection has its own protection domain, and memory exposed to its
+   * peer is registered there; every registration used locally (pool,
+   * cache, the caller's) is registered again in each connection's domain
+   * that uses it, and capability keys (rmx_mem_pack()) are unavailable
+   * (@ref RMX_ENOTSUP). auto: windows where the device has them, else pd.
+   * docs/security.md compares them.
+   */
+  rmx_key_scope_t key_scope;
 } rmx_config_t;
 
 /**

@@ -117,7 +117,16 @@ static void env_values_are_validated(void **state)
   assert_true(caught("RMX_SPIN_US=0 is out of range: 1 .. 1000000"));
   unsetenv("RMX_SPIN_US");
   unsetenv("RMX_PROGRESS");
-  assert_int_equal(nerrors, 4); /* one line each, at error level */
+
+  assert_int_equal(cfg.key_scope, RMX_KEY_SCOPE_AUTO);
+  setenv("RMX_KEY_SCOPE", "pd", 1);
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  assert_int_equal(cfg.key_scope, RMX_KEY_SCOPE_PD);
+  setenv("RMX_KEY_SCOPE", "window", 1);
+  assert_int_equal(rmx_config_init(&cfg), RMX_EINVAL);
+  assert_true(caught("RMX_KEY_SCOPE=window"));
+  unsetenv("RMX_KEY_SCOPE");
+  assert_int_equal(nerrors, 5); /* one line each, at error level */
 }
 
 /* main() set RMX_EAGERSIZE, RMX_BOGUS and RMX_TEST_ANYTHING before the
@@ -266,13 +275,13 @@ static void config_print(void **state)
   assert_non_null(strstr(t, "RMX_LOG=warn  (default)\n"));
   assert_non_null(strstr(t, "RMX_AUTH_SECRET_FILE=(set in code)  (code; default empty)"));
   assert_null(strstr(t, "hunter2"));
-  assert_int_equal(count(t, "\nRMX_") + 1, 24); /* every setting */
-  assert_int_equal(count(t, "\n    "), 24);    /* each with its meaning */
+  assert_int_equal(count(t, "\nRMX_") + 1, 25); /* every setting */
+  assert_int_equal(count(t, "\n    "), 25);    /* each with its meaning */
 
   t = print_to_string(&cfg, RMX_CONFIG_PRINT_BRIEF, &rc);
   assert_int_equal(rc, 0);
   assert_non_null(strstr(t, "RMX_RX_DEPTH=10  (environment; default 64)\nRMX_MAX_MSG_SIZE="));
-  assert_int_equal(count(t, "\n"), 24);
+  assert_int_equal(count(t, "\n"), 25);
 
   t = print_to_string(&cfg, RMX_CONFIG_PRINT_JSON, &rc);
   assert_int_equal(rc, 0);
@@ -284,7 +293,7 @@ static void config_print(void **state)
                             "\"warn\", \"default\": \"warn\", \"source\": \"default\", "
                             "\"values\": [\"none\", \"error\", \"warn\", \"info\", "
                             "\"debug\", \"trace\"]"));
-  assert_int_equal(count(t, "{\"name\": "), 24);
+  assert_int_equal(count(t, "{\"name\": "), 25);
   assert_null(strstr(t, "hunter2"));
 
   /* A value the environment gives but that was refused. */

@@ -109,7 +109,8 @@ static void async_route(vb_async_reader_t *r, const struct ibv_async_event *ev)
   rmx_list_foreach(n, &r->subs) {
     vb_dev_t *dev = rmx_container_of(n, vb_dev_t, async_link);
     if (is_qp_event(t)) {
-      if (ev->element.qp->pd == dev->pd) {
+      /* by CQ, not PD: with RMX_KEY_SCOPE=pd each QP has its own PD */
+      if (ev->element.qp->send_cq == dev->cq) {
         async_deliver(dev, ev);
         break;
       }

@@ -42,6 +42,7 @@ static struct rmx_tp_conn *tc_new(struct rmx_tp *tp, struct rdma_cm_id *id)
   rmx_list_init(&tc->flush_link);
   rmx_list_init(&tc->windows);
   rmx_list_init(&tc->bind_wait);
+  rmx_list_init(&tc->pdmrs);
   uv_timer_init(tp->loop, &tc->timer);
   tc->timer.data = tc;
   tc->timer_open = 1;

@@ -80,7 +80,16 @@ int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out
       !(dev->chan = ibv_create_comp_channel(verbs)) || vb_set_nonblock(dev->chan->fd) ||
       vb_set_nonblock(verbs->async_fd))
     goto err;
-  dev->windows = rmx__vb_has_windows(&dev->attr);
+  int has = rmx__vb_has_windows(&dev->attr);
+  if (!has && cfg->key_scope == RMX_KEY_SCOPE_WINDOWS) {
+    RMX_TP_LOG(tp->env, ERROR, "rdma: RMX_KEY_SCOPE=windows, but %s has no type-2 memory "
+               "windows (rmx-info); RMX_KEY_SCOPE=pd or auto gives each connection its own "
+               "protection domain instead", dev->name);
+    rmx__vb_dev_release(dev);
+    return RMX_ENOTSUP;
+  }
+  dev->pd_per_conn = !has || cfg->key_scope == RMX_KEY_SCOPE_PD;
+  dev->windows = has && !dev->pd_per_conn;
   dev->cq_size = dev->attr.max_cqe < 4096 ? dev->attr.max_cqe : 4096;
   if (!(dev->cq = ibv_create_cq(verbs, dev->cq_size, dev, dev->chan, 0)) ||
       ibv_req_notify_cq(dev->cq, 0))
@@ -99,7 +108,10 @@ int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out
   *out = dev;
   RMX_TP_LOG(tp->env, INFO, "rdma: using %s (max inline asked %d, CQ %d, %s)", dev->name,
           VB_INLINE_WANT, dev->cq_size,
-          dev->windows ? "keys scoped by memory windows" : "no type-2 memory windows");
+          dev->windows       ? "keys scoped by memory windows"
+          : has              ? "keys scoped by a protection domain per connection (RMX_KEY_SCOPE=pd)"
+                             : "no type-2 memory windows: keys scoped by a protection domain "
+                               "per connection");
   return 0;
 err:
   RMX_TP_LOG(tp->env, ERROR, "rdma: cannot set up device %s: %s", dev->name, strerror(errno));

@@ -63,6 +63,7 @@ void rmx__vb_qp_destroy(struct rmx_tp_conn *tc)
   if (tc->rx_mr && ibv_dereg_mr(tc->rx_mr))
     RMX_TP_LOG(tc->tp->env, WARN, "rdma: deregistering receive buffers failed");
   tc->rx_mr = NULL;
+  rmx__vb_pd_conn_release(tc); /* RMX_KEY_SCOPE=pd: after every use of its MRs */
   free(tc->rx_mem);
   free(tc->slots);
   free(tc->rx);

@@ -8,9 +8,10 @@
  * packed for one connection): the device refuses the window's key on any
  * other QP, and after the window is deallocated. A capability key
  * (rmx_mem_pack) is a second MR over the same bytes, with remote access,
- * made when first asked for. Without windows the MR carries the remote
- * rights itself, as any QP of the protection domain may then use them: the
- * device's log line and docs/security.md say so.
+ * made when first asked for. With a protection domain per connection
+ * (RMX_KEY_SCOPE=pd, or a device without windows; pd.c) what is exposed to
+ * one peer is an MR with the remote rights in that peer's connection's PD,
+ * and there are no capability keys: one key cannot span PDs.
  *
  * The window's key is ours to choose in its low byte; the rest is the
  * device's index. A bind is a request on the QP's send queue, chained
@@ -77,14 +78,38 @@ static int window_new(rmx_tp_mem_t *m, struct rmx_tp_conn *tc)
   return 0;
 }
 
-static void scope_warn(vb_dev_t *dev)
+static rmx_tp_mem_t *mem_new(struct rmx_tp *tp, void *addr, size_t len, unsigned access)
 {
-  if (dev->warned_scope)
-    return;
-  dev->warned_scope = 1;
-  RMX_TP_LOG(dev->tp->env, WARN, "rdma: %s has no type-2 memory windows: memory exposed to one "
-             "peer (rendezvous sources) is reachable by any connection of this context that "
-             "knows or guesses its key (docs/security.md)", dev->name);
+  rmx_tp_mem_t *m = calloc(1, sizeof(*m));
+  if (!m)
+    return NULL;
+  m->tp = tp;
+  m->addr = addr;
+  m->len = len ? len : 1;
+  m->remote = remote_flags(access);
+  m->local = local_flags(access);
+  rmx_list_init(&m->link);
+  rmx_list_init(&m->wait_link);
+  rmx_list_init(&m->pdmrs);
+  return m;
+}
+
+/* PD mode: m's MR, with its remote rights, in tc's own PD. */
+static int pd_mr_new(rmx_tp_mem_t *m, struct rmx_tp_conn *tc)
+{
+  if (tc->dead || tc->closing || tc->state != VC_UP || !tc->own_pd)
+    return RMX_ENOTCONN;
+  unsigned local = m->local |
+                   (m->remote & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
+                        ? IBV_ACCESS_LOCAL_WRITE
+                        : 0);
+  m->mr = ibv_reg_mr(tc->pd, m->addr, m->len, (int)(local | m->remote));
+  if (!m->mr)
+    return rmx__vb_reg_err(m->tp, m->len, errno);
+  m->in_pd = tc->own_pd;
+  m->in_pd->refs++;
+  m->rkey = m->mr->rkey;
+  return 0;
 }
 
 int rmx__vb_mem_reg(struct rmx_tp *tp, void *addr, size_t len, unsigned access,
@@ -96,27 +121,29 @@ int rmx__vb_mem_reg(struct rmx_tp *tp, void *addr, size_t len, unsigned access,
     RMX_TP_LOG(tp->env, DEBUG, "rdma: no device in use yet to register memory with");
     return RMX_ENODEV;
   }
-  unsigned remote = remote_flags(access);
-  int windows = remote && tp->dev->windows;
-  unsigned flags = local_flags(access) | (windows ? IBV_ACCESS_MW_BIND : remote);
-  if (remote && scope && !windows)
-    scope_warn(tp->dev);
-  rmx_tp_mem_t *m = calloc(1, sizeof(*m));
+  rmx_tp_mem_t *m = mem_new(tp, addr, len, access);
   if (!m)
     return RMX_ENOMEM;
-  m->tp = tp;
-  m->addr = addr;
-  m->len = len ? len : 1;
-  m->remote = remote;
-  rmx_list_init(&m->link);
-  rmx_list_init(&m->wait_link);
+  if (tp->dev->pd_per_conn) {
+    /* Exposed: in the connection's PD. Local only: in each PD where used
+     * (pd.c), so nothing here. */
+    int rc = scope ? pd_mr_new(m, scope) : 0;
+    if (rc) {
+      free(m);
+      return rc;
+    }
+    *out = m;
+    return 0;
+  }
+  int windows = m->remote && tp->dev->windows;
+  unsigned flags = m->local | (windows ? IBV_ACCESS_MW_BIND : m->remote);
   m->mr = ibv_reg_mr(tp->dev->pd, addr, m->len, (int)flags);
   if (!m->mr) {
     int rc = rmx__vb_reg_err(tp, len, errno);
     free(m);
     return rc;
   }
-  m->rkey = m->mr->rkey; /* a key only without windows; see mem_open */
+  m->rkey = m->mr->rkey; /* a key only without remote rights; see mem_open */
   if (windows && scope) {
     int rc = window_new(m, scope);
     if (rc) {
@@ -133,8 +160,15 @@ int rmx__vb_mem_open(rmx_tp_mem_t *m)
 {
   if (m->mw || m->parent)
     return RMX_EINVAL; /* a window is one connection's */
-  if (!m->remote || !m->tp->dev->windows || m->open_mr)
-    return 0; /* without windows the MR itself is open */
+  if (m->tp->dev->pd_per_conn) {
+    RMX_TP_LOG(m->tp->env, ERROR, "rdma: no capability key (rmx_mem_pack) with a protection "
+               "domain per connection on %s (RMX_KEY_SCOPE=%s): one key cannot span them; use "
+               "rmx_mem_pack_for", m->tp->dev->name,
+               m->tp->env->cfg->key_scope == RMX_KEY_SCOPE_PD ? "pd" : "auto, no windows");
+    return RMX_ENOTSUP;
+  }
+  if (!m->remote || m->open_mr)
+    return 0;
   unsigned local = m->remote & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
                        ? IBV_ACCESS_LOCAL_WRITE
                        : 0;
@@ -147,25 +181,30 @@ int rmx__vb_mem_open(rmx_tp_mem_t *m)
 
 int rmx__vb_mem_grant(rmx_tp_mem_t *parent, struct rmx_tp_conn *tc, rmx_tp_mem_t **out)
 {
-  if (!parent->tp->dev->windows) {
-    RMX_TP_LOG(parent->tp->env, ERROR, "rdma: %s has no type-2 memory windows: a key for one "
-               "connection cannot be made (use rmx_mem_pack, a capability)",
-               parent->tp->dev->name);
-    return RMX_ENOTSUP;
-  }
-  if (!parent->remote || parent->mw || parent->parent)
+  if (!parent->remote || parent->mw || parent->parent || parent->in_pd)
     return RMX_EINVAL;
   rmx_tp_mem_t *m = calloc(1, sizeof(*m));
   if (!m)
     return RMX_ENOMEM;
   m->tp = parent->tp;
   m->parent = parent;
-  m->mr = parent->mr;
   m->addr = parent->addr;
   m->len = parent->len;
   m->remote = parent->remote;
+  m->local = parent->local;
   rmx_list_init(&m->link);
   rmx_list_init(&m->wait_link);
+  rmx_list_init(&m->pdmrs);
+  if (parent->tp->dev->pd_per_conn) {
+    int rc = pd_mr_new(m, tc);
+    if (rc) {
+      free(m);
+      return rc;
+    }
+    *out = m;
+    return 0;
+  }
+  m->mr = parent->mr;
   int rc = window_new(m, tc);
   if (rc) {
     free(m);
@@ -198,8 +237,14 @@ void rmx__vb_mem_dereg(rmx_tp_mem_t *m)
   }
   if (m->open_mr && ibv_dereg_mr(m->open_mr))
     RMX_TP_LOG(m->tp->env, WARN, "rdma: ibv_dereg_mr failed");
-  if (!m->parent && ibv_dereg_mr(m->mr))
+  rmx__vb_pd_mem_release(m);
+  if (m->in_pd) { /* PD mode: an MR of its own, in one connection's PD */
+    if (ibv_dereg_mr(m->mr))
+      RMX_TP_LOG(m->tp->env, WARN, "rdma: ibv_dereg_mr failed");
+    rmx__vb_pd_unref(m->in_pd);
+  } else if (m->mr && !m->parent && ibv_dereg_mr(m->mr)) {
     RMX_TP_LOG(m->tp->env, WARN, "rdma: ibv_dereg_mr failed");
+  }
   free(m);
 }
 

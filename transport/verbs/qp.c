@@ -61,7 +61,10 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
     goto err;
   }
   tc->bounce = tc->rx_mem + (size_t)rq * tc->rx_size;
-  tc->rx_mr = ibv_reg_mr(dev->pd, tc->rx_mem, bytes, IBV_ACCESS_LOCAL_WRITE);
+  tc->pd = dev->pd;
+  if (dev->pd_per_conn && (rc = rmx__vb_pd_conn_open(tc)) != 0)
+    goto err;
+  tc->rx_mr = ibv_reg_mr(tc->pd, tc->rx_mem, bytes, IBV_ACCESS_LOCAL_WRITE);
   if (!tc->rx_mr) {
     rc = rmx__vb_reg_err(tp, bytes, errno);
     goto err;
@@ -78,7 +81,7 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   static const uint32_t inl[] = VB_INLINE_TRY;
   for (size_t i = 0; i < sizeof(inl) / sizeof(inl[0]); i++) {
     qa.cap.max_inline_data = inl[i];
-    if ((rc = rdma_create_qp(tc->id, dev->pd, &qa)) == 0)
+    if ((rc = rdma_create_qp(tc->id, tc->pd, &qa)) == 0)
       break;
   }
   if (rc) {
@@ -188,6 +191,7 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
   /* What is sent may carry a window's key: its bind goes first. */
   if (!rmx__vb_binds_chain(tc) || tc->head - tc->tail >= tc->sq_depth)
     return RMX_EAGAIN;
+  uint32_t lkey[RMX_TP_MAX_SGE];
   for (int i = 0; i < n; i++) {
     total += sge[i].len;
     need_lkey |= sge[i].mem == NULL;
@@ -198,6 +202,12 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
   if (need_lkey && !inl && total > VB_BOUNCE)
     return RMX_EINVAL; /* unregistered memory is only for small frames */
 
+  if (!inl && !need_lkey)
+    for (int i = 0; i < n; i++) {
+      int rc = vb_lkey(tc, sge[i].mem, &lkey[i]);
+      if (rc)
+        return rc;
+    }
   vb_slot_t *s = slot_take(tc, SLOT_SEND, op);
   s->wr.opcode = IBV_WR_SEND;
   if (inl) {
@@ -216,7 +226,7 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
   }
   for (int i = 0; i < n; i++)
     s->sge[i] = (struct ibv_sge){.addr = (uintptr_t)sge[i].addr, .length = (uint32_t)sge[i].len,
-                                 .lkey = sge[i].mem ? sge[i].mem->mr->lkey : 0};
+                                 .lkey = inl ? 0 : lkey[i]};
   s->wr.num_sge = n;
   chain(tc, s, 0);
   return 0;
@@ -281,6 +291,12 @@ static int rdma_rw(struct rmx_tp_conn *tc, enum ibv_wr_opcode opc, slot_kind_t k
     return RMX_EMSGSIZE;
   if (tc->head - tc->tail + chunks > tc->sq_depth)
     return RMX_EAGAIN;
+  uint32_t lkey = 0;
+  if (mem) {
+    int rc = vb_lkey(tc, mem, &lkey);
+    if (rc)
+      return rc;
+  }
   for (size_t i = 0; i < chunks; i++) {
     size_t off = i * tc->max_msg, clen = len - off < tc->max_msg ? len - off : tc->max_msg;
     int last = i + 1 == chunks;
@@ -293,7 +309,7 @@ static int rdma_rw(struct rmx_tp_conn *tc, enum ibv_wr_opcode opc, slot_kind_t k
     s->wr.wr.rdma.remote_addr = raddr + off;
     s->wr.wr.rdma.rkey = (uint32_t)rkey;
     s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)local + off, .length = (uint32_t)clen,
-                                 .lkey = mem ? mem->mr->lkey : 0};
+                                 .lkey = lkey};
     s->wr.num_sge = len ? 1 : 0;
     if (!mem && opc == IBV_WR_RDMA_WRITE)
       s->wr.send_flags = IBV_SEND_INLINE;

@@ -51,14 +51,33 @@ typedef struct vb_dev {
   uv_async_t async_wake;
   int handles;
   struct ibv_device_attr attr;
-  uint8_t windows;         /* type-2 memory windows: keys scoped to a QP */
-  uint8_t warned_scope;    /* told once that it has none */
+  uint8_t windows;         /* keys scoped by type-2 memory windows bound to a QP */
+  uint8_t pd_per_conn;     /* RMX_KEY_SCOPE=pd (or auto without windows): pd.c */
   char name[64];
 } vb_dev_t;
 
 typedef enum {
   SLOT_FREE, SLOT_SEND, SLOT_READ, SLOT_WRITE, SLOT_ATOMIC, SLOT_INTERNAL, SLOT_DRAIN
 } slot_kind_t;
+
+/* RMX_KEY_SCOPE=pd: a connection's own protection domain (pd.c), freed
+ * when its connection's QP and the last MR in it are gone. */
+typedef struct vb_pd {
+  struct rmx_tp *tp;
+  struct ibv_pd *pd;
+  unsigned refs;           /* the connection, and each MR in it */
+} vb_pd_t;
+
+/* RMX_KEY_SCOPE=pd: a registration's local MR in one connection's PD, made
+ * the first time the registration is used there: in both the connection's
+ * and the registration's lists, released by whichever ends first. */
+typedef struct vb_pdmr {
+  rmx_list_t conn_link;    /* in tc->pdmrs */
+  rmx_list_t mem_link;     /* in rmx_tp_mem.pdmrs */
+  struct rmx_tp_conn *tc;
+  struct rmx_tp_mem *m;
+  struct ibv_mr *mr;
+} vb_pdmr_t;
 
 /* One send-queue entry; wr_id points at it. */
 typedef struct vb_slot {
@@ -96,6 +115,9 @@ struct rmx_tp_conn {
   struct rdma_cm_id *id;
   vb_dev_t *dev;
   struct ibv_qp *qp;
+  struct ibv_pd *pd;       /* its QP's: own_pd's, or the device's */
+  vb_pd_t *own_pd;         /* RMX_KEY_SCOPE=pd: from the QP's creation to its end */
+  rmx_list_t pdmrs;        /* RMX_KEY_SCOPE=pd: registrations' MRs in own_pd */
   vc_state_t state;
   uint8_t passive, established, dead, closing, reaped;
   uint8_t undrained;       /* the drain could not start: completions may linger */
@@ -148,6 +170,9 @@ struct rmx_tp_listener {
  * with remote rights is registered without them (IBV_ACCESS_MW_BIND only):
  * peers reach it through a window bound to one QP (scoped: mw and tc set),
  * or, once opened as a capability, through a second MR with remote access.
+ * With a PD per connection (pd.c), a scoped registration or a grant is an
+ * MR in that connection's PD (in_pd), with the remote rights; one without
+ * scope has no MR of its own (mr NULL), only one per PD it is used in.
  */
 struct rmx_tp_mem {
   struct rmx_tp *tp;
@@ -159,6 +184,10 @@ struct rmx_tp_mem {
   rmx_list_t link;         /* in tc->windows */
   rmx_list_t wait_link;    /* in tc->bind_wait while waiting is set */
   uint8_t waiting;
+  vb_pd_t *in_pd;          /* PD mode: mr is in this connection's PD */
+  rmx_list_t pdmrs;        /* PD mode: vb_pdmr_t.mem_link, one per PD used in */
+  vb_pdmr_t *hit;          /* PD mode: the one last found */
+  unsigned local;          /* IBV_ACCESS_LOCAL_WRITE or 0: for those MRs */
   void *addr;
   size_t len;
   unsigned remote;         /* IBV_ACCESS_REMOTE_* a peer gets */
@@ -199,7 +228,9 @@ struct rmx_tp {
  * cq.c (arming, draining and dispatching completions), mem.c (registrations
  * and memory windows), qp.c (queue pairs: creation, the send ring, posting,
  * window binds, flush), ep.c (a connection's end: fail,
- * close, drain, reap, parking), err.c (errors to RMX_E*); devinfo.c lists
+ * close, drain, reap, parking), pd.c (RMX_KEY_SCOPE=pd: a protection
+ * domain per connection, and registrations' MRs in it), err.c (errors to
+ * RMX_E*); devinfo.c lists
  * the host's devices without an instance. What lower objects need of the
  * instance they reach through the two callbacks it leaves in struct rmx_tp.
  */
@@ -255,6 +286,26 @@ void rmx__vb_fail(struct rmx_tp_conn *tc, int status);
 void rmx__vb_close(struct rmx_tp_conn *tc);
 void rmx__vb_conn_reap(struct rmx_tp_conn *tc);
 void rmx__vb_parked_sweep(struct rmx_tp *tp, int all);
+
+/* pd.c */
+int rmx__vb_pd_conn_open(struct rmx_tp_conn *tc);
+/* After its QP and receive MR: the MRs made in it, and its reference. */
+void rmx__vb_pd_conn_release(struct rmx_tp_conn *tc);
+void rmx__vb_pd_unref(vb_pd_t *p);
+/* m's local key on tc's PD, registering it there the first time. */
+int rmx__vb_pd_lkey(struct rmx_tp_conn *tc, rmx_tp_mem_t *m, uint32_t *lkey);
+/* Every MR m has in connections' PDs. */
+void rmx__vb_pd_mem_release(rmx_tp_mem_t *m);
+
+/* The local key of m on tc: its own MR's, except with a PD per connection. */
+static inline int vb_lkey(struct rmx_tp_conn *tc, rmx_tp_mem_t *m, uint32_t *lkey)
+{
+  if (!tc->own_pd) {
+    *lkey = m->mr->lkey;
+    return 0;
+  }
+  return rmx__vb_pd_lkey(tc, m, lkey);
+}
 
 /* qp.c */
 int rmx__vb_qp_create(struct rmx_tp_conn *tc);
