@@ -74,12 +74,13 @@ static void accept_target(rmx_listener_t *l, rmx_conn_t *c, void *arg)
   rmx_conn_set_cbs(c, &cbs, &W);
 }
 
-static rmx_rkey_t *share(rmx_mem_t *m, rmx_conn_t *c)
+/* m's key for t's peer, the initiator c. */
+static rmx_rkey_t *share(rmx_mem_t *m, rmx_conn_t *t, rmx_conn_t *c)
 {
   uint8_t blob[RMX_RKEY_MAX];
   size_t len = sizeof(blob);
   rmx_rkey_t *rk;
-  assert_int_equal(rmx_mem_pack(m, blob, &len), 0);
+  assert_int_equal(key_pack(m, t, blob, &len), 0);
   assert_true(len <= RMX_RKEY_MAX);
   assert_int_equal(rmx_rkey_unpack(c, blob, len, &rk), 0);
   return rk;
@@ -104,7 +105,7 @@ int world_setup(void **state)
   assert_int_equal(rmx_mem_reg(W.ctx, W.region, REGION,
                                RMX_MEM_LOCAL | RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE |
                                    RMX_MEM_REMOTE_ATOMIC, &W.mem), 0);
-  W.rk = share(W.mem, W.cl.c);
+  W.rk = share(W.mem, W.target, W.cl.c);
   assert_true(rmx_rkey_size(W.rk) == REGION);
   alarm(300);
   return 0;
@@ -249,7 +250,8 @@ static void atomics_from_several_connections(void **state)
     client_connect(W.ctx, &cls[i], W.s.uri);
     run_until(W.ctx, &cls[i].connected, 1);
     assert_int_equal(cls[i].connect_status, 0);
-    rks[i] = share(W.mem, cls[i].c);
+    run_until(W.ctx, &W.s.accepted, i + 2); /* W.target: its end */
+    rks[i] = share(W.mem, W.target, cls[i].c);
   }
   /* all in flight at once, interleaved across the connections */
   for (int k = 0; k < PER; k++)
@@ -300,7 +302,7 @@ static void bad_keys_are_refused(void **state)
   uint8_t blob[RMX_RKEY_MAX];
   size_t len = sizeof(blob);
   rmx_rkey_t *rk = NULL;
-  assert_int_equal(rmx_mem_pack(W.mem, blob, &len), 0);
+  assert_int_equal(key_pack(W.mem, W.target, blob, &len), 0);
   for (size_t n = 0; n < len; n++) /* every truncation */
     assert_int_equal(rmx_rkey_unpack(W.cl.c, blob, n, &rk), RMX_EINVAL);
   uint8_t bad[RMX_RKEY_MAX];
@@ -318,11 +320,11 @@ static void bad_keys_are_refused(void **state)
   assert_int_equal(rmx_rkey_unpack(W.cl.c, bad, len, &rk), RMX_EINVAL);
   assert_null(rk);
   size_t small = 8;
-  assert_int_equal(rmx_mem_pack(W.mem, blob, &small), RMX_EINVAL);
+  assert_int_equal(key_pack(W.mem, W.target, blob, &small), RMX_EINVAL);
   rmx_mem_t *local_only;
   assert_int_equal(rmx_mem_reg(W.ctx, blob, sizeof(blob), RMX_MEM_LOCAL, &local_only), 0);
   len = sizeof(blob);
-  assert_int_equal(rmx_mem_pack(local_only, bad, &len), RMX_EINVAL); /* nothing to share */
+  assert_int_equal(key_pack(local_only, W.target, bad, &len), RMX_EINVAL); /* nothing to share */
   rmx_mem_dereg(local_only);
 }
 
@@ -337,7 +339,7 @@ static void out_of_bounds_and_rights_refused_locally(void **state)
   rmx_mem_t *ro;
   rmx_rkey_t *rrk;
   assert_int_equal(rmx_mem_reg(W.ctx, W.region, 4096, RMX_MEM_REMOTE_READ, &ro), 0);
-  rrk = share(ro, W.cl.c);
+  rrk = share(ro, W.target, W.cl.c);
   assert_int_equal(rmx_write(W.cl.c, &v, 1, rrk, 0, op_done, &W), RMX_EACCES);
   assert_int_equal(rmx_atomic_fadd(W.cl.c, rrk, 0, 1, (uint64_t *)buf, op_done, &W), RMX_EACCES);
   assert_int_equal(rmx_read(W.cl.c, &v, 1, rrk, 0, op_done, &W), 0);
@@ -365,7 +367,7 @@ static void target_refuses_what_the_key_does_not_allow(void **state)
   rmx_rkey_t *forged;
   assert_int_equal(rmx_mem_reg(W.ctx, W.region + REGION - 4096, 4096,
                                RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE, &small), 0);
-  assert_int_equal(rmx_mem_pack(small, blob, &len), 0);
+  assert_int_equal(key_pack(small, W.target, blob, &len), 0);
   blob[16] = 0;
   blob[17] = 0x40; /* claim 16 KiB instead of 4, with a checksum to match */
   rekey_sum(blob, len);
@@ -397,7 +399,7 @@ static void stale_key_is_refused(void **state)
   rmx_rkey_t *rk;
   uint8_t buf[128];
   assert_int_equal(rmx_mem_reg(W.ctx, W.region, 4096, RMX_MEM_REMOTE_READ, &m), 0);
-  rk = share(m, W.cl.c);
+  rk = share(m, W.target, W.cl.c);
   rmx_mem_dereg(m); /* the peer still holds the key */
   rmx_iov_t v = {buf, sizeof(buf), NULL};
   assert_int_equal(rmx_read(W.cl.c, &v, 1, rk, 0, op_done, &W), 0);
@@ -426,7 +428,7 @@ static void refused_write_imm_returns_its_credit(void **state)
   uint8_t buf[8] = {0};
   int sent = 0;
   assert_int_equal(rmx_mem_reg(W.ctx, W.region, 4096, RMX_MEM_REMOTE_WRITE, &m), 0);
-  rk = share(m, W.cl.c);
+  rk = share(m, W.target, W.cl.c);
   rmx_mem_dereg(m); /* the key is stale: every write is refused */
   rmx_iov_t v = {buf, sizeof(buf), NULL};
   for (int i = 0; i < 3 * 64; i++) {

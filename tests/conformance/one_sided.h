@@ -32,10 +32,18 @@ typedef struct world {
 extern world_t W;
 
 /* Per case: a fresh world (W.cl connected to W.target, W.mem registered
- * over the region, W.rk its capability key on W.cl.c), and its end, which
+ * over the region, W.rk its key on W.cl.c, key_pack's), and its end, which
  * checks that nothing landed after the region. */
 int world_setup(void **state);
 int world_teardown(void **state);
+
+/* Over RDMA with a protection domain per connection (RMX_KEY_SCOPE=pd, or
+ * auto on a device without type-2 memory windows) there are no capability
+ * keys: rmx_mem_pack is RMX_ENOTSUP (checked here each time), and the
+ * suite's keys are packed with rmx_mem_pack_for for the target end t of
+ * the connection that uses them. Elsewhere: rmx_mem_pack. */
+int pd_keys(void);
+int key_pack(rmx_mem_t *m, rmx_conn_t *t, void *blob, size_t *len);
 
 /* Keys packed for one connection (one_sided_scope.c). */
 void scoped_key_works_only_on_its_connection(void **state);
