@@ -90,9 +90,10 @@ static int list_devices(const char *want)
     }
     printf("      max MR size %" PRIu64 " B, max inline data %" PRIu32 " B, atomics %s\n",
            d->max_mr_size, d->max_inline, d->atomics ? "yes" : "no");
-    printf("      keys scoped to a connection: %s\n",
-           d->key_scope ? "yes (type-2 memory windows)"
-                        : "no (no type-2 memory windows: rmx_mem_pack_for refused)");
+    printf("      keys scoped to a connection by: %s\n",
+           d->key_scope ? "type-2 memory windows"
+                        : "a protection domain each (no type-2 memory windows; no "
+                          "rmx_mem_pack capability keys)");
     for (int p = 0; p < d->nports; p++) {
       const rmx_port_info_t *pi = &d->ports[p];
       printf("      port %u: %s, %s, MTU %" PRIu32 "\n", pi->num, pi->state,

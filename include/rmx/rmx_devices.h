@@ -49,11 +49,12 @@ typedef struct rmx_device_info {
                              be opened (only name, guid and index are filled in then) */
   int atomics;          /**< 1 when the device has 8-byte atomics (rmx_atomic_fadd(),
                              rmx_atomic_cswap()) */
-  int key_scope;        /**< 1 when the device binds type-2 memory windows: a key reaches
-                             only the connection it was made for (rendezvous sources,
-                             rmx_mem_pack_for()); 0: rendezvous keys are reachable by any
-                             connection of the context and rmx_mem_pack_for() is refused
-                             (docs/security.md) */
+  int key_scope;        /**< 1 when the device binds type-2 memory windows, which scope a
+                             key to one connection (rendezvous sources,
+                             rmx_mem_pack_for()); 0: it has none, and rmx gives each
+                             connection a protection domain of its own instead (the
+                             configuration's @c key_scope says which a context uses;
+                             docs/security.md) */
 } rmx_device_info_t;
 
 /**

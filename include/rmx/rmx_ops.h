@@ -42,10 +42,11 @@ enum {
  * memory through a key packed for it, by rmx_mem_pack_for() (that one
  * connection's peer alone) or rmx_mem_pack() (a capability: any holder, on
  * any connection of the context); docs/security.md says which to pick.
- * Until then no key of it works, except on an RDMA device without type-2
- * memory windows (rmx-info says which), where the registration's own
- * device key grants its remote rights from the start, to whoever guesses
- * it.
+ * Until then no key of it works. With a protection domain per RDMA
+ * connection (@c key_scope, RMX_KEY_SCOPE=pd, or a device without type-2
+ * memory windows) the memory is registered with the device lazily, in each
+ * connection's domain the first time a transfer there uses it: an error
+ * registering it (@ref RMX_EMEMLOCK...) is then the transfer's.
  *
  * The memory is registered with every transport the context has opened so
  * far (by rmx_listen() or rmx_connect() with its scheme); rmx_mem_pack()
@@ -85,7 +86,11 @@ RMX_API void rmx_mem_dereg(rmx_mem_t *m);
  * rmx_mem_dereg(). Pick rmx_mem_pack_for() for a key only one peer may
  * use; pick this form only for memory every peer of the context may reach
  * (docs/security.md: on RDMA a capability key is the device's 32-bit key,
- * of which SoftRoCE makes only 8 bits unpredictable).
+ * of which SoftRoCE makes only 8 bits unpredictable). With a protection
+ * domain per RDMA connection (@c key_scope RMX_KEY_SCOPE_PD, or
+ * RMX_KEY_SCOPE_AUTO on a device without type-2 memory windows) there are
+ * no capability keys: one key cannot span domains, and this refuses with
+ * @ref RMX_ENOTSUP (logged); use rmx_mem_pack_for() there.
  *
  * The blob goes to the peer in any message (docs/protocol.md, "Remote
  * keys", gives its layout). What it needs: a registration with a remote
@@ -103,15 +108,19 @@ RMX_API void rmx_mem_dereg(rmx_mem_t *m);
  * @return 0, @ref RMX_EINVAL (a NULL argument, @p len too small, or no
  *         remote right), @ref RMX_ENOTCONN (no transport in use yet),
  *         @ref RMX_ENOMEM or @ref RMX_EMEMLOCK (registering with a new
- *         transport failed)
+ *         transport failed), @ref RMX_ENOTSUP (RDMA with a protection
+ *         domain per connection, above)
  */
 RMX_API int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len);
 
 /**
  * @brief Pack a key to the registration that only the peer of connection
  * @p c can use, and only on @p c: the same bytes from any other connection
- * (a replay, or a guess) are refused. On RDMA the device enforces it (a
- * memory window bound to @p c's queue pair); on TCP the target does.
+ * (a replay, or a guess) are refused. On RDMA the device enforces it: a
+ * memory window bound to @p c's queue pair, or, with a protection domain
+ * per connection (@c key_scope; a device without type-2 windows), a
+ * registration in @p c's own domain, which costs a memory registration per
+ * call that makes a key; on TCP the target does.
  *
  * Packing again for the same connection gives the same key. The key works
  * until rmx_mem_revoke() for @p c, rmx_mem_dereg(), rmx_conn_close() of
@@ -130,9 +139,8 @@ RMX_API int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len);
  *        enough), bytes used out
  * @return 0, @ref RMX_EINVAL (a NULL argument, @p len too small, no remote
  *         right, or @p c of another context), @ref RMX_ENOTCONN (@p c is
- *         not established), @ref RMX_ENOTSUP (an RDMA device without
- *         type-2 memory windows: rmx-info says which devices have them),
- *         @ref RMX_ENOMEM, @ref RMX_EMEMLOCK, @ref RMX_EIO
+ *         not established), @ref RMX_ENOMEM, @ref RMX_EMEMLOCK,
+ *         @ref RMX_EIO
  */
 RMX_API int rmx_mem_pack_for(rmx_mem_t *m, rmx_conn_t *c, void *blob, size_t *len);
 

@@ -117,6 +117,7 @@ int pd_keys(void)
     return known;
   if (cfg.key_scope == RMX_KEY_SCOPE_PD) {
     known = 1;
+    printf("keys: a protection domain per connection (RMX_KEY_SCOPE=pd)\n");
   } else if (cfg.key_scope == RMX_KEY_SCOPE_AUTO) {
     rmx_device_info_t *d;
     int n;
