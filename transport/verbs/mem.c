@@ -161,9 +161,12 @@ int rmx__vb_mem_open(rmx_tp_mem_t *m)
   if (m->mw || m->parent)
     return RMX_EINVAL; /* a window is one connection's */
   if (m->tp->dev->pd_per_conn) {
+    if (m->tp->dev->told_no_cap)
+      return RMX_ENOTSUP;
+    m->tp->dev->told_no_cap = 1;
     RMX_TP_LOG(m->tp->env, ERROR, "rdma: no capability key (rmx_mem_pack) with a protection "
                "domain per connection on %s (RMX_KEY_SCOPE=%s): one key cannot span them; use "
-               "rmx_mem_pack_for", m->tp->dev->name,
+               "rmx_mem_pack_for (logged once)", m->tp->dev->name,
                m->tp->env->cfg->key_scope == RMX_KEY_SCOPE_PD ? "pd" : "auto, no windows");
     return RMX_ENOTSUP;
   }

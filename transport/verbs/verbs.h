@@ -53,6 +53,7 @@ typedef struct vb_dev {
   struct ibv_device_attr attr;
   uint8_t windows;         /* keys scoped by type-2 memory windows bound to a QP */
   uint8_t pd_per_conn;     /* RMX_KEY_SCOPE=pd (or auto without windows): pd.c */
+  uint8_t told_no_cap;     /* rmx_mem_pack refused in PD mode: logged once */
   char name[64];
 } vb_dev_t;
 
