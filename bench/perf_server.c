@@ -124,7 +124,7 @@ static void srv_ctl(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
                          RMX_MEM_LOCAL | RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE |
                              RMX_MEM_REMOTE_ATOMIC, &s->mem);
     if (rc == 0)
-      rc = rmx_mem_pack(s->mem, blob, &blen);
+      rc = rmx_mem_pack_for(s->mem, rmx_rpc_req_conn(req), blob, &blen); /* this client's */
     if (rc) {
       srv_mem_free(s);
       rmx_rpc_reply_error(req, rc);

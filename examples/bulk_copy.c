@@ -96,7 +96,7 @@ static void sv_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
   if (sv.size) { /* registered now that the connection's transport is in use */
     int rc = rmx_mem_reg(ctx, sv.map, sv.size, RMX_MEM_REMOTE_READ, &sv.mem);
     if (!rc)
-      rc = rmx_mem_pack(sv.mem, sv.msg + 16, &klen);
+      rc = rmx_mem_pack_for(sv.mem, c, sv.msg + 16, &klen); /* for this client alone */
     if (rc) {
       fprintf(stderr, "rmx-bulk-copy: cannot register the file: %s\n", rmx_strerror(rc));
       close_and_stop(c, 1);

@@ -355,7 +355,7 @@ static int with_buffer(uint32_t id, const char *key, void *buf, size_t len, unsi
     memcpy(req + n, &(uint64_t){len}, 8);
     n += 8;
   }
-  if ((rc = rmx_mem_pack(m, req + n, &blen)) == 0)
+  if ((rc = rmx_mem_pack_for(m, conn, req + n, &blen)) == 0) /* for the server alone */
     rc = call(id, req, n + blen);
   rmx_mem_dereg(m);
   return rc;
