@@ -148,8 +148,10 @@ static void tc_timer_closed(uv_handle_t *h)
 
 /* Drained (or never had a QP, or could not be drained): release
  * everything, then CLOSED. */
-/* The windows bound to the QP outlive it until their owners release them
- * (deallocating one of a destroyed QP is allowed); they no longer name it. */
+/* The windows bound to the QP go before it: no peer can use them any more,
+ * and a bound window holds its QP (SoftRoCE's destroy then waits for it,
+ * warns and fails). Their owners still release them (mem_dereg), finding
+ * no window left. */
 static void windows_detach(struct rmx_tp_conn *tc)
 {
   rmx_list_t *n;
@@ -158,6 +160,9 @@ static void windows_detach(struct rmx_tp_conn *tc)
     rmx_list_del(&m->wait_link);
     m->waiting = 0;
     m->tc = NULL;
+    if (m->mw && ibv_dealloc_mw(m->mw))
+      RMX_TP_LOG(tc->tp->env, WARN, "rdma: ibv_dealloc_mw failed: %s", strerror(errno));
+    m->mw = NULL;
   }
 }
 
