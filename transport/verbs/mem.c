@@ -32,13 +32,18 @@ static unsigned remote_flags(unsigned access)
          (access & RMX_TP_ACC_REMOTE_ATOMIC ? IBV_ACCESS_REMOTE_ATOMIC : 0);
 }
 
+/* Remote writes and atomics need local write on the MR under them. */
+static unsigned write_for(unsigned remote)
+{
+  return remote & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) ? IBV_ACCESS_LOCAL_WRITE
+                                                                       : 0;
+}
+
 /* Local write only where needed (a read-only source can be sent, and read
- * remotely); remote writes and atomics need it. */
+ * remotely). */
 static unsigned local_flags(unsigned access)
 {
-  return access & (RMX_TP_ACC_LOCAL | RMX_TP_ACC_REMOTE_WRITE | RMX_TP_ACC_REMOTE_ATOMIC)
-             ? IBV_ACCESS_LOCAL_WRITE
-             : 0;
+  return access & RMX_TP_ACC_LOCAL ? IBV_ACCESS_LOCAL_WRITE : write_for(remote_flags(access));
 }
 
 /* A fresh low byte for a window's key: unlike its current one (the device
@@ -99,11 +104,7 @@ static int pd_mr_new(rmx_tp_mem_t *m, struct rmx_tp_conn *tc)
 {
   if (tc->dead || tc->closing || tc->state != VC_UP || !tc->own_pd)
     return RMX_ENOTCONN;
-  unsigned local = m->local |
-                   (m->remote & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
-                        ? IBV_ACCESS_LOCAL_WRITE
-                        : 0);
-  m->mr = ibv_reg_mr(tc->pd, m->addr, m->len, (int)(local | m->remote));
+  m->mr = ibv_reg_mr(tc->pd, m->addr, m->len, (int)(m->local | m->remote));
   if (!m->mr)
     return rmx__vb_reg_err(m->tp, m->len, errno);
   m->in_pd = tc->own_pd;
@@ -172,10 +173,8 @@ int rmx__vb_mem_open(rmx_tp_mem_t *m)
   }
   if (!m->remote || m->open_mr)
     return 0;
-  unsigned local = m->remote & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
-                       ? IBV_ACCESS_LOCAL_WRITE
-                       : 0;
-  m->open_mr = ibv_reg_mr(m->tp->dev->pd, m->addr, m->len, (int)(m->remote | local));
+  m->open_mr =
+      ibv_reg_mr(m->tp->dev->pd, m->addr, m->len, (int)(m->remote | write_for(m->remote)));
   if (!m->open_mr)
     return rmx__vb_reg_err(m->tp, m->len, errno);
   m->rkey = m->open_mr->rkey;
@@ -186,18 +185,12 @@ int rmx__vb_mem_grant(rmx_tp_mem_t *parent, struct rmx_tp_conn *tc, rmx_tp_mem_t
 {
   if (!parent->remote || parent->mw || parent->parent || parent->in_pd)
     return RMX_EINVAL;
-  rmx_tp_mem_t *m = calloc(1, sizeof(*m));
+  rmx_tp_mem_t *m = mem_new(parent->tp, parent->addr, parent->len, 0);
   if (!m)
     return RMX_ENOMEM;
-  m->tp = parent->tp;
   m->parent = parent;
-  m->addr = parent->addr;
-  m->len = parent->len;
   m->remote = parent->remote;
   m->local = parent->local;
-  rmx_list_init(&m->link);
-  rmx_list_init(&m->wait_link);
-  rmx_list_init(&m->pdmrs);
   if (parent->tp->dev->pd_per_conn) {
     int rc = pd_mr_new(m, tc);
     if (rc) {
