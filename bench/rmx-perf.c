@@ -27,6 +27,7 @@
 #include "perf.h"
 
 static rmx_ctx_t *ctx;
+static int polling; /* RMX_PROGRESS=poll: run_until spins on rmx_ctx_progress */
 
 /* ------------------------------------------------------------------ */
 /* client                                                             */
@@ -206,6 +207,16 @@ static void pump(pconn_t *p)
  * control reply came, or something failed) and *until holds. */
 static void run_until(const int *until)
 {
+  if (polling) {
+    /* RMX_PROGRESS=poll: spin on the fast path, as a polling application
+     * does (rmx_ctx_run would spin on the same call). */
+    while (!*until && !R.failed) {
+      int rc = rmx_ctx_progress(ctx);
+      if (rc < 0)
+        fail("rmx_ctx_progress", rc);
+    }
+    return;
+  }
   while (!*until && !R.failed) {
     long before = R.done;
     int ctl_before = R.ctl_done;
@@ -505,7 +516,12 @@ int main(int argc, char **argv)
     tool_bad(server ? "server takes at most a URI" : "client takes one URI");
   if (nops == 2)
     tool_uri("URI", op[1]);
-  int rc = rmx_ctx_create(&ctx, NULL, NULL);
+  rmx_config_t cfg;
+  int rc = rmx_config_init(&cfg);
+  if (rc == 0) {
+    polling = cfg.progress == RMX_PROGRESS_POLL;
+    rc = rmx_ctx_create(&ctx, NULL, &cfg);
+  }
   if (rc) {
     fprintf(stderr, "rmx-perf: %s\n", rmx_strerror(rc));
     return 1;

@@ -190,14 +190,25 @@ int rmx_ctx_run(rmx_ctx_t *ctx)
   if (!ctx || !ctx->owns_loop || ctx->running)
     return RMX_EINVAL;
   ctx->running = 1;
-  uv_run(ctx->loop, UV_RUN_DEFAULT);
+  if (ctx->cfg.progress == RMX_PROGRESS_EVENT) {
+    uv_run(ctx->loop, UV_RUN_DEFAULT);
+  } else {
+    rmx__progress_spin(ctx);
+    /* A stop requested outside the loop's turn is still flagged in it. */
+    if (!ctx->dying)
+      uv_run(ctx->loop, UV_RUN_NOWAIT);
+  }
   ctx->running = 0;
   if (ctx->dying) /* rmx_ctx_destroy was called from a callback */
     ctx_finish_owned(ctx);
   return 0;
 }
 
-void rmx_ctx_stop(rmx_ctx_t *ctx) { uv_stop(ctx->loop); }
+void rmx_ctx_stop(rmx_ctx_t *ctx)
+{
+  ctx->stop = 1;
+  uv_stop(ctx->loop);
+}
 
 int rmx_ctx_fd(rmx_ctx_t *ctx)
 {
@@ -211,20 +222,28 @@ int rmx_ctx_timeout(rmx_ctx_t *ctx)
 
 int rmx_ctx_progress(rmx_ctx_t *ctx)
 {
-  if (!ctx || !ctx->owns_loop || ctx->running || ctx->in_cb)
+  if (!ctx || ctx->in_cb || (ctx->owns_loop && ctx->running))
     return RMX_EINVAL;
+  if (ctx->dying)
+    return RMX_ECANCELED; /* the caller's loop: finishing there */
+  if (!ctx->owns_loop) {
+    /* Never the caller's loop: it turns it. */
+    int n = rmx__progress_pass(ctx);
+    return ctx->dying ? RMX_ECANCELED : n;
+  }
   ctx->running = 1; /* a destroy from a callback leaves the finish to us */
-  /* uv_run does not even look at a loop with nothing that keeps it alive,
-   * and the wake-up of rmx_ctx_post is deliberately such a handle: hold it
-   * for this non-blocking turn, so posts run too. */
-  uv_ref((uv_handle_t *)&ctx->async);
-  uv_run(ctx->loop, UV_RUN_NOWAIT);
-  uv_unref((uv_handle_t *)&ctx->async);
+  int n = rmx__progress_pass(ctx);
+  /* Polling, the loop turns once every so many passes; in event and
+   * adaptive progress the caller sleeps on the fd between calls, and every
+   * call turns it (what woke the fd is the loop's). */
+  if (!ctx->dying &&
+      (ctx->cfg.progress != RMX_PROGRESS_POLL || ++ctx->passes >= RMX__TURN_EVERY))
+    rmx__progress_turn(ctx);
   ctx->running = 0;
   if (!ctx->dying)
-    return 0;
+    return n;
   ctx_finish_owned(ctx);
-  return 1;
+  return RMX_ECANCELED;
 }
 
 struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx) { return ctx->loop; }

@@ -406,6 +406,8 @@ struct rmx_ctx {
   int destroying;  /* no more posts (under post_lock) */
   int dying;       /* rmx_ctx_destroy was called: finishing, then freed */
   int running;     /* inside rmx_ctx_run */
+  int stop;        /* rmx_ctx_stop was called (the spinning rmx_ctx_run) */
+  unsigned passes; /* fast-path passes since the loop last turned */
   int in_cb;       /* inside one of rmx's loop callbacks (user callbacks run there) */
   int torn_down;
   uint32_t nmems;  /* user registrations not yet released */
@@ -445,34 +447,7 @@ struct rmx_ctx {
   uint32_t recon_seed;     /* jitter */
 };
 
-/* ---- the runtime (src/rt/rt.c): deferred work, ops, connection references ---- */
-rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind);
-void rmx__op_put(rmx__op_t *op);
-/* The only way a connection's reference count moves: every op, RPC call
- * and answered-to-be request holds one; the last release of a finished,
- * closed connection schedules its free. */
-void rmx__conn_hold(rmx_conn_t *c);
-void rmx__conn_release(rmx_conn_t *c);
-/* The op's kind decides: its class's done (the transport reported it). */
-void rmx__op_done(rmx_conn_t *c, rmx__op_t *op, int status);
-void rmx__op_fail(rmx__op_t *op, int status);
-/* What was posted on c reaches the device or socket (the transport's
- * flush) once per loop turn: flush_later queues c for it; flush_now does it
- * at once (before the transport is closed or finished). */
-void rmx__conn_flush_later(rmx_conn_t *c);
-void rmx__conn_flush_now(rmx_conn_t *c);
-/* From a callback after which no flush follows in the same loop turn (a
- * close callback): keep the loop from blocking until what it posted is out. */
-void rmx__flush_kick(rmx_ctx_t *ctx);
-void rmx__flush_ctx_init(rmx_ctx_t *ctx);
-/* Traffic on c: in poll and adaptive progress, a transport whose fds wake
- * the loop has it busy-polled (rt.c, "busy-polling the loop"). */
-void rmx__spin_touch(rmx_ctx_t *ctx);
-static inline void rmx__conn_spin(rmx_conn_t *c)
-{
-  if (c->ctx->spin_mode && (c->ops->flags & RMX_TP_F_LOOP_SPIN))
-    rmx__spin_touch(c->ctx);
-}
+#include "rt/rt.h" /* the runtime and the polling fast path */
 
 /* ---- the connection object (src/rt/conn.c): states, the one way down, free ---- */
 rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi);

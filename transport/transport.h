@@ -343,6 +343,17 @@ typedef struct rmx_tp_ops {
    * what is there as the loop would (callbacks may run). Returns 1 when it
    * found some. */
   int (*spin)(rmx_tp_t *tp);
+  /* The polling fast path (rmx_ctx_progress): handle what is ready now,
+   * without waiting and without the loop: verbs drains its CQs (giving
+   * receive buffers back and posting what the callbacks built, one
+   * doorbell per connection); TCP reports the sends that ended and reads
+   * the connection that last had input. The one exception to "events come
+   * from the loop": events are raised from inside this call, which the
+   * core makes only from its progress call, outside every other callback.
+   * What needs the loop (connection events, timers, other sockets, deferred
+   * failures) waits for its next turn. Returns how many completions or
+   * frames it handled. */
+  int (*poll)(rmx_tp_t *tp);
 } rmx_tp_ops_t;
 
 #endif

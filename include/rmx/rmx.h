@@ -189,22 +189,40 @@ typedef struct rmx_conn_cbs {
 RMX_API int rmx_ctx_create(rmx_ctx_t **ctx, struct uv_loop_s *loop, const rmx_config_t *cfg);
 
 /** @brief Run the private loop until rmx_ctx_stop() or nothing is left to do.
+ *  With RMX_PROGRESS=event it sleeps in the loop between events. With
+ *  RMX_PROGRESS=poll it spins on the fast path of rmx_ctx_progress(),
+ *  turning the loop (timers, connection events, posts) once every few
+ *  hundred passes; adaptive spins the same way and sleeps in the loop once
+ *  RMX_SPIN_US has passed without a completion.
  *  @param ctx  a context created with loop NULL
  *  @return 0 (if a callback called rmx_ctx_destroy(), the context is gone);
  *          @ref RMX_EINVAL if @p ctx is NULL, on the caller's loop, or running. */
 RMX_API int rmx_ctx_run(rmx_ctx_t *ctx);
 /** @brief Make rmx_ctx_run() (or uv_run() on the caller's loop) return
- *  after the current loop iteration.
+ *  after the current loop iteration or fast-path pass.
  *  @param ctx  the context; from its own thread */
 RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
 
 /**
- * @name Driving a context from another event loop
+ * @name Polling, and driving a context from another event loop
+ * rmx_ctx_progress() is the call an application spins on to poll (as UCX's
+ * ucp_worker_progress): each call asks every transport for what is ready
+ * (verbs polls its completion queues, TCP reads the connection that last
+ * had input), runs the callbacks, and hands what they and the application
+ * posted to the device or socket (one doorbell or one write per
+ * connection), without a turn of libuv's loop. Set RMX_PROGRESS=poll for
+ * it: the loop, which timers, connection set-up, other sockets and
+ * rmx_ctx_post() need, then turns inside the call once every few hundred
+ * calls; in event and adaptive progress it turns on every call.
+ *
  * For programs whose loop is not libuv (epoll, poll, Python's asyncio): a
  * context with a private loop (created with loop NULL) hands out one file
  * descriptor. Wait until it is readable, or until rmx_ctx_timeout() has
  * passed, then call rmx_ctx_progress(); repeat. All three belong to the
  * thread that created the context, like every rmx call but rmx_ctx_post().
+ * On the caller's libuv loop, call rmx_ctx_progress() from the caller's
+ * own code and keep turning that loop (rmx never does). docs/tuning.md,
+ * "Spinning on rmx_ctx_progress", has the loop.
  * @{
  */
 /** @brief The descriptor to wait on for readability (libuv's backend fd).
@@ -219,11 +237,16 @@ RMX_API int rmx_ctx_fd(rmx_ctx_t *ctx);
  *          is due); @ref RMX_EINVAL (-22): @p ctx NULL or on the caller's loop. */
 RMX_API int rmx_ctx_timeout(rmx_ctx_t *ctx);
 /**
- * @brief Run every callback that is due, without blocking.
- * @param ctx  a context created with loop NULL
- * @return 0; 1 when a callback it ran called rmx_ctx_destroy(), which has
- *         then finished: the context is gone; @ref RMX_EINVAL if @p ctx is NULL
- *         or on the caller's loop, or called from a callback or rmx_ctx_run().
+ * @brief Handle what is ready and run the callbacks that are due, without
+ *        blocking: the polling fast path (see above).
+ * @param ctx  the context (a private loop, or the caller's)
+ * @return how many completions and frames it handled (0: nothing was
+ *         ready; a caller that polls may sleep on rmx_ctx_fd() after many
+ *         zeros); @ref RMX_ECANCELED when a callback it ran called
+ *         rmx_ctx_destroy(): on a private loop the destroy has then
+ *         finished and the context is gone, on the caller's loop it
+ *         finishes as that loop runs; @ref RMX_EINVAL if @p ctx is NULL, or
+ *         the call is made from a callback or from inside rmx_ctx_run().
  */
 RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
 /** @} */

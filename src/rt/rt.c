@@ -12,9 +12,8 @@
 
 /* ---- deferred work ---- */
 
-static void idle_cb(uv_idle_t *h)
+void rmx__defer_run(rmx_ctx_t *ctx)
 {
-  rmx_ctx_t *ctx = h->data;
   rmx_list_t *n;
   ctx->in_cb++;
   /* Take one at a time: a callback may queue more or free neighbours. */
@@ -22,9 +21,11 @@ static void idle_cb(uv_idle_t *h)
     rmx__deferred_t *d = rmx_container_of(n, rmx__deferred_t, link);
     d->fn(d);
   }
-  uv_idle_stop(h);
+  uv_idle_stop(&ctx->idle);
   ctx->in_cb--;
 }
+
+static void idle_cb(uv_idle_t *h) { rmx__defer_run(h->data); }
 
 void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
 {
@@ -56,7 +57,7 @@ void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
  * handle is started or stopped per message.
  */
 
-static void flush_all(rmx_ctx_t *ctx)
+void rmx__flush_all(rmx_ctx_t *ctx)
 {
   rmx_list_t *n;
   while ((n = rmx_list_pop(&ctx->flushq)) != NULL) {
@@ -68,20 +69,20 @@ static void flush_all(rmx_ctx_t *ctx)
   uv_idle_stop(&ctx->flush_idle);
 }
 
-static void flush_idle_cb(uv_idle_t *h) { flush_all(h->data); }
+static void flush_idle_cb(uv_idle_t *h) { rmx__flush_all(h->data); }
 
 static void flush_prepare_cb(uv_prepare_t *h)
 {
   rmx_ctx_t *ctx = h->data;
   if (!rmx_list_empty(&ctx->flushq))
-    flush_all(ctx);
+    rmx__flush_all(ctx);
 }
 
 static void flush_check_cb(uv_check_t *h)
 {
   rmx_ctx_t *ctx = h->data;
   if (!rmx_list_empty(&ctx->flushq))
-    flush_all(ctx);
+    rmx__flush_all(ctx);
 }
 
 void rmx__flush_ctx_init(rmx_ctx_t *ctx)

@@ -114,7 +114,7 @@ static void tcp_context(void **state)
   assert_non_null(msg);
   assert_int_equal(rmx_connect(ctx, uri, on_connected, msg, &c), 0);
   while (got == 0 || sent == 0)
-    assert_true(rmx_ctx_progress(ctx) == 0 && (usleep(1000), 1));
+    assert_true(rmx_ctx_progress(ctx) >= 0 && (usleep(1000), 1));
   free(msg);
 
   big_block_goes_back(); /* with the context and its connections alive */
@@ -124,7 +124,7 @@ static void tcp_context(void **state)
   rmx_conn_close(accepted, on_closed, &closed);
   rmx_listener_close(l);
   while (closed < 2)
-    assert_true(rmx_ctx_progress(ctx) == 0 && (usleep(1000), 1));
+    assert_true(rmx_ctx_progress(ctx) >= 0 && (usleep(1000), 1));
   assert_int_equal(rmx_ctx_destroy(ctx), 0);
 }
 

@@ -547,6 +547,20 @@ int rmx__tcp_spin(rmx_tp_t *tp)
   return 1;
 }
 
+/* The polling fast path: what ended (as the instance's idle handle would
+ * report it), then the connection that last had input. */
+int rmx__tcp_poll(rmx_tp_t *tp)
+{
+  int found = 0;
+  if (!rmx_list_empty(&tp->laterq)) {
+    found = 1;
+    tcp_later_cb(&tp->later);
+    if (tp->finishing)
+      return found; /* a callback destroyed the context */
+  }
+  return found + rmx__tcp_spin(tp);
+}
+
 int rmx__tcp_read_start(rmx_tp_conn_t *tc)
 {
   return uv_read_start((uv_stream_t *)&tc->h, alloc_cb, read_cb);

@@ -283,4 +283,5 @@ const rmx_tp_ops_t rmx__tcp_ops = {
   .mem_open = tcp_mem_open,
   .mem_grant = tcp_mem_grant,
   .spin = rmx__tcp_spin,
+  .poll = rmx__tcp_poll,
 };

@@ -52,6 +52,19 @@ static void idle_cb(uv_idle_t *h)
     uv_idle_stop(h);
 }
 
+/* The polling fast path: every CQ once, no loop turn. */
+static int vb_poll(rmx_tp_t *tp)
+{
+  rmx_list_t *n;
+  int found = 0;
+  rmx_list_foreach(n, &tp->devs) {
+    found += rmx__vb_cq_drain(rmx_container_of(n, vb_dev_t, link));
+    if (tp->finishing)
+      break; /* a callback destroyed the context */
+  }
+  return found;
+}
+
 /* ---- the instance ---- */
 
 static void tp_free(struct rmx_tp *tp)
@@ -192,4 +205,5 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .mem_rkey = rmx__vb_mem_rkey,
   .mem_open = rmx__vb_mem_open,
   .mem_grant = rmx__vb_mem_grant,
+  .poll = vb_poll,
 };
