@@ -226,7 +226,10 @@ int rmx__vb_cq_drain(vb_dev_t *dev)
     dev->cq_empty_gen++; /* what was queued before this poll is all seen */
   else
     RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
-  rmx__vb_repost_all(dev->tp);
-  rmx__vb_flush_all(dev->tp);
+  struct rmx_tp *tp = dev->tp; /* most polls find nothing to give back or post */
+  if (!rmx_list_empty(&tp->repost))
+    rmx__vb_repost_all(tp);
+  if (!rmx_list_empty(&tp->unflushed))
+    rmx__vb_flush_all(tp);
   return found;
 }
