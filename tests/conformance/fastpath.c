@@ -171,8 +171,11 @@ static void fp_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
   (void)c;
   count_late(e);
   e->recvs++;
-  if (!msg_ok(data, len, e->next_rx))
+  if (!msg_ok(data, len, e->next_rx)) {
     e->bad++;
+    if (len >= 4) /* count each break once: go on from the number it carries */
+      memcpy(&e->next_rx, data, 4);
+  }
   e->next_rx++;
   if (e->close_called)
     return;
