@@ -287,7 +287,7 @@ static void *peer_main(void *arg)
   p->w.accept_into = &p->e;
   p->e.close_at = 60;
   if ((p->err = rmx_ctx_create(&p->w.ctx, NULL, NULL)) != 0 || (p->err = fp_listen(&p->w)) != 0) {
-    p->ready = 1;
+    __atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
     return NULL;
   }
   __atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
