@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "api_order.h"
+#include "spin.h"
 
 /* ---- the calls, each checked for what it may return ---- */
 
@@ -193,6 +194,10 @@ void run_act(act_t a, trk_t *t, rmx_rpc_req_t **req)
 
 void turn(void)
 {
+  if (spin_mode()) { /* RMX_PROGRESS=poll: spin as an application would */
+    spin_once(ctx, NULL);
+    return;
+  }
   uv_run(rmx_ctx_loop(ctx), UV_RUN_NOWAIT);
   usleep(50);
 }

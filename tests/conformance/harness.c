@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "harness.h"
+#include "spin.h"
 
 const char *scheme = "tcp";
 const char *addr = "127.0.0.1";
@@ -35,9 +36,20 @@ rmx_ctx_t *ctx_new(uint64_t max_msg)
 }
 
 /* Run the loop until *counter reaches want; the alarm set per test guards
- * against hangs (a hang fails the test, it is not a timing threshold). */
+ * against hangs (a hang fails the test, it is not a timing threshold).
+ * With RMX_PROGRESS=poll it spins on rmx_ctx_progress instead (spin.h). */
 void run_until(rmx_ctx_t *ctx, const int *counter, int want)
 {
+  if (spin_mode()) {
+    uv_loop_t *callers = spin_callers_loop(ctx);
+    while (*counter < want)
+      if (spin_once(ctx, callers) == SPIN_GONE) {
+        if (*counter < want)
+          fail_msg("the context is gone, and the counter at %d of %d", *counter, want);
+        return;
+      }
+    return;
+  }
   while (*counter < want)
     uv_run(rmx_ctx_loop(ctx), UV_RUN_ONCE);
 }
@@ -46,6 +58,14 @@ static void stop_loop(uv_timer_t *t) { uv_stop(t->loop); }
 
 void run_for_ms(rmx_ctx_t *ctx, uint64_t ms)
 {
+  if (spin_mode()) {
+    uv_loop_t *callers = spin_callers_loop(ctx);
+    uint64_t end = uv_hrtime() + ms * 1000000u;
+    while (uv_hrtime() < end)
+      if (spin_once(ctx, callers) == SPIN_GONE)
+        fail_msg("the context is gone while the test still runs it");
+    return;
+  }
   uv_timer_t t;
   uv_timer_init(rmx_ctx_loop(ctx), &t);
   uv_timer_start(&t, stop_loop, ms, 0);

@@ -62,12 +62,15 @@ typedef struct hostile_server {
 
 extern hostile_server_t S;
 
-/* Run the loop until cond; the tick timer keeps each turn under 1 ms. */
+/* One turn of the loop: uv_run ONCE (the tick timer keeps it under 1 ms),
+ * or with RMX_PROGRESS=poll rmx_ctx_progress then uv_run NOWAIT (spin.h). */
+void pump_once(void);
+/* Run the loop until cond. */
 #define PUMP_UNTIL(cond)                                                              \
   do {                                                                                \
     uint64_t t0_ = now_ms();                                                          \
     while (!(cond)) {                                                                 \
-      uv_run(&S.loop, UV_RUN_ONCE);                                                   \
+      pump_once();                                                                    \
       if (now_ms() - t0_ > 20000)                                                     \
         fail_msg("%s:%d: timed out waiting for %s", __FILE__, __LINE__, #cond);       \
     }                                                                                 \

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "hostile.h"
+#include "spin.h"
 
 #ifdef __SANITIZE_ADDRESS__
 /* libasan's own (GCC ships no allocator_interface.h) */
@@ -49,11 +50,19 @@ size_t foreign_tags(const uint8_t *b, size_t n, uint64_t off, uint8_t tag)
 
 hostile_server_t S;
 
+void pump_once(void)
+{
+  if (spin_mode() && S.running)
+    spin_once(S.ctx, &S.loop); /* the context is destroyed in srv_stop only */
+  else
+    uv_run(&S.loop, UV_RUN_ONCE);
+}
+
 void pump_for(unsigned ms)
 {
   uint64_t t0 = now_ms();
   while (now_ms() - t0 < ms)
-    uv_run(&S.loop, UV_RUN_ONCE);
+    pump_once();
 }
 
 static void tick_cb(uv_timer_t *t) { (void)t; }
