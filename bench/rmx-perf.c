@@ -208,8 +208,7 @@ static void pump(pconn_t *p)
 static void run_until(const int *until)
 {
   if (polling) {
-    /* RMX_PROGRESS=poll: spin on the fast path, as a polling application
-     * does (rmx_ctx_run would spin on the same call). */
+    /* RMX_PROGRESS=poll: spin on the fast path, as a polling application does. */
     while (!*until && !R.failed) {
       int rc = rmx_ctx_progress(ctx);
       if (rc < 0)

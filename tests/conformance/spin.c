@@ -41,17 +41,12 @@ int spin_once(rmx_ctx_t *ctx, uv_loop_t *callers_loop)
   int destroyed = spin_destroy_called;
   spin_destroy_called = 0;
   if (callers_loop) {
-    if (rc == RMX_EINVAL)
-      rc = 0; /* TODO(progress): the old rmx_ctx_progress refuses the
-               * caller's loop; then the uv_run below is all there is. */
-    else if (rc < 0 && rc != RMX_ECANCELED)
+    if (rc < 0 && rc != RMX_ECANCELED)
       fail_msg("rmx_ctx_progress returned %d (%s)", rc, rmx_strerror(rc));
     uv_run(callers_loop, UV_RUN_NOWAIT);
     return destroyed || rc == RMX_ECANCELED ? SPIN_GONE : rc;
   }
-  /* TODO(progress): "1 after a destroy" is the old contract's "gone"; drop
-   * it once rmx_ctx_progress returns RMX_ECANCELED. */
-  if (rc == RMX_ECANCELED || (rc == 1 && destroyed))
+  if (rc == RMX_ECANCELED)
     return SPIN_GONE;
   if (rc < 0)
     fail_msg("rmx_ctx_progress returned %d (%s)", rc, rmx_strerror(rc));
