@@ -146,7 +146,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
     .rpc_drop = rmx__rpc_drop_unanswered, .conn_freed = conn_freed,
     .conn_retry = rmx__reconnect_lost,
     .rma_progress = rmx__rma_progress, .reads_resume = rmx__msg_reads_resume,
-    .rpc_deliver = rmx__rpc_deliver,
+    .rpc_deliver = rmx__rpc_deliver, .rpc_due = rmx__rpc_due,
   };
   ctx->opc[RMX_OP_EAGER] = ctx->opc[RMX_OP_RNDV] = &rmx__send_class;
   ctx->opc[RMX_OP_CTRL] = &rmx__ctrl_class;

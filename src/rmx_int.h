@@ -251,6 +251,9 @@ typedef struct rmx__upcalls {
    * 1 when the RPC layer holds it and returns its credit later. */
   int (*rpc_deliver)(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const void *data,
                      size_t len);                /* rpc.c */
+  /* The fast path: end the RPC deadlines that are due (ctx->deadlines not
+   * empty; reads the clock). */
+  void (*rpc_due)(rmx_ctx_t *ctx);               /* rpc.c */
 } rmx__upcalls_t;
 
 /* ---- objects ---- */
@@ -519,6 +522,7 @@ void rmx__msg_reads_resume(rmx_conn_t *c);
 extern const rmx__op_class_t rmx__rx_class;
 
 /* ---- clients of the message layer ---- */
+void rmx__rpc_due(rmx_ctx_t *ctx);
 int rmx__rpc_deliver(rmx_conn_t *c, uint8_t flag, const rmx_wire_rpc_t *x, const void *data,
                      size_t len);
 void rmx__rpc_fail_all(rmx_conn_t *c, int status);

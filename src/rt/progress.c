@@ -20,6 +20,13 @@
 int rmx__progress_pass(rmx_ctx_t *ctx)
 {
   int found = 0;
+  /* RPC deadlines that are due end before what the pass finds (as the
+   * loop runs timers before I/O); only then is the clock read. */
+  if (!rmx_list_empty(&ctx->deadlines)) {
+    ctx->up.rpc_due(ctx);
+    if (ctx->dying)
+      return 0;
+  }
   /* What the application posted since the last pass goes first. */
   if (!rmx_list_empty(&ctx->flushq))
     rmx__flush_all(ctx);
