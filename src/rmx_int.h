@@ -395,6 +395,7 @@ struct rmx_ctx {
   uv_idle_t idle;
   rmx_list_t deferred;
   rmx_list_t flushq;       /* connections with posts not yet handed over */
+  rmx_list_t early;        /* sends done at their post, on_sent not yet run */
   uv_idle_t flush_idle;
   uv_prepare_t flush_prepare;
   uv_check_t flush_check;

@@ -174,6 +174,11 @@ enum {
   RMX_TP_F_LOOP_SPIN = 2, /* its fds wake the loop (TCP): in poll and adaptive
                            * progress the core busy-polls them by keeping the
                            * loop from sleeping around their traffic */
+  RMX_TP_F_SEND_COPY = 4, /* send() takes op NULL for a small frame (every
+                           * element mem NULL, RMX_TP_SMALL_FRAME bytes at
+                           * most): copied at the call, never reported but
+                           * by a SEND event with op NULL that only says the
+                           * send queue has room again (verbs) */
 };
 
 /* What one connection can do. */
@@ -264,7 +269,7 @@ typedef struct rmx_tp_ops {
    * (longer than a receive buffer: TCP checks this side's eager size, verbs
    * the negotiated one), RMX_EINVAL (n outside 1..RMX_TP_MAX_SGE, or an
    * unregistered element where the transport needs registration),
-   * RMX_ENOMEM. */
+   * RMX_ENOMEM. With RMX_TP_F_SEND_COPY, op may be NULL (see there). */
   int (*send)(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
   /* Read len (<= max_io) bytes at the peer's raddr (key rkey) into dst;
    * dst_mem is its registration (required with RMX_TP_F_LOCAL_REG). The

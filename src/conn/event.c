@@ -42,7 +42,10 @@ void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
       c->ka.last_rx = uv_now(ctx->loop); /* the peer answered: it is there */
     /* fall through */
   case RMX_TP_EV_SEND:
-    rmx__op_done(c, ev->op, ev->status);
+    if (ev->op)
+      rmx__op_done(c, ev->op, ev->status);
+    else /* copied sends retired: the send queue has room (or the status) */
+      rmx__msg_sent(c, ev->status);
     break;
   case RMX_TP_EV_ESTABLISHED:
     rmx__conn_established(c, ev);

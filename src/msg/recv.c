@@ -341,6 +341,7 @@ void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused)
 void rmx__msg_fail_all(rmx_conn_t *c, int status)
 {
   rmx_list_t *n;
+  rmx__early_conn(c); /* handed over already: done (0) before the rest fail */
   while ((n = rmx_list_pop(&c->ctrlq)) != NULL)
     rmx__op_put(rmx_container_of(n, rmx__op_t, link));
   while ((n = rmx_list_pop(&c->rxq)) != NULL)

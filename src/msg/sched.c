@@ -75,7 +75,11 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   }
   if (op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_CREDIT)
     c->credit_queued = 0;
-  rc = c->ops->send(c->tc, &sge, 1, op);
+  /* A small message built in its op, where the transport copies it at the
+   * call: done once posted, with no completion to wait for (rt.c). */
+  void *tp_op = op->kind == RMX_OP_EAGER && !op->buf && (c->ops->flags & RMX_TP_F_SEND_COPY)
+                    ? NULL : op;
+  rc = c->ops->send(c->tc, &sge, 1, tp_op);
   if (rc) {
     rmx__credit_untake(&c->cr, returned); /* not sent: still owed */
     if (op->kind == RMX_OP_CTRL && op->ctrl == RMX_FR_CREDIT)
@@ -90,6 +94,8 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
   c->ka.due = 0;
   if (op->kind == RMX_OP_RNDV)
     rmx_list_push(&c->rndv_wait, &op->link);
+  else if (!tp_op)
+    rmx__early_push(c->ctx, op);
   return 0;
 }
 

@@ -28,8 +28,11 @@ int rmx__progress_pass(rmx_ctx_t *ctx)
       return 0;
   }
   /* What the application posted since the last pass goes first. */
-  if (!rmx_list_empty(&ctx->flushq))
+  if (!rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early)) {
     rmx__flush_all(ctx);
+    if (ctx->dying)
+      return 0;
+  }
   for (int i = 0; i < RMX_TP_COUNT; i++) {
     if (!ctx->tp[i])
       continue;
@@ -42,7 +45,7 @@ int rmx__progress_pass(rmx_ctx_t *ctx)
     if (ctx->dying)
       return found;
   }
-  if (!rmx_list_empty(&ctx->flushq))
+  if (!rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early))
     rmx__flush_all(ctx);
   return found;
 }

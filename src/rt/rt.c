@@ -57,15 +57,20 @@ void rmx__defer(rmx_ctx_t *ctx, rmx__deferred_t *d)
  * handle is started or stopped per message.
  */
 
+static void early_run(rmx_ctx_t *ctx);
+
 void rmx__flush_all(rmx_ctx_t *ctx)
 {
   rmx_list_t *n;
-  while ((n = rmx_list_pop(&ctx->flushq)) != NULL) {
-    rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, flush_link);
-    c->flush_queued = 0;
-    if (c->tp_state == RMX_TPS_OPEN)
-      c->ops->flush(c->tc);
-  }
+  do {
+    while ((n = rmx_list_pop(&ctx->flushq)) != NULL) {
+      rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, flush_link);
+      c->flush_queued = 0;
+      if (c->tp_state == RMX_TPS_OPEN)
+        c->ops->flush(c->tc);
+    }
+    early_run(ctx); /* their callbacks may post again */
+  } while (!rmx_list_empty(&ctx->flushq));
   uv_idle_stop(&ctx->flush_idle);
 }
 
@@ -74,20 +79,68 @@ static void flush_idle_cb(uv_idle_t *h) { rmx__flush_all(h->data); }
 static void flush_prepare_cb(uv_prepare_t *h)
 {
   rmx_ctx_t *ctx = h->data;
-  if (!rmx_list_empty(&ctx->flushq))
+  if (!rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early))
     rmx__flush_all(ctx);
 }
 
 static void flush_check_cb(uv_check_t *h)
 {
   rmx_ctx_t *ctx = h->data;
-  if (!rmx_list_empty(&ctx->flushq))
+  if (!rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early))
     rmx__flush_all(ctx);
+}
+
+/* ---- sends done at their post ----
+ *
+ * A small message built in its op, on a transport that copies such frames
+ * at the call (RMX_TP_F_SEND_COPY: verbs), is done once posted: no
+ * signaled completion, no event. Its op waits on ctx->early, and its
+ * on_sent runs with the flush that follows (after the callback or the
+ * call that posted it, never inside it), as a completion would have run
+ * it. Status 0 says what it says for TCP: the bytes are the transport's,
+ * the caller's memory is free; a loss after it shows as the connection's
+ * on_disconnect. A connection that goes down first completes its own
+ * (rmx__early_conn), so none runs after its on_disconnect.
+ */
+void rmx__early_push(rmx_ctx_t *ctx, rmx__op_t *op)
+{
+  if (!ctx->in_cb)
+    uv_idle_start(&ctx->flush_idle, flush_idle_cb);
+  rmx_list_push(&ctx->early, &op->link);
+}
+
+static void early_done(rmx_ctx_t *ctx, rmx__op_t *op)
+{
+  ctx->in_cb++;
+  ctx->opc[op->kind]->done(op->conn, op, 0);
+  ctx->in_cb--;
+}
+
+static void early_run(rmx_ctx_t *ctx)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&ctx->early)) != NULL)
+    early_done(ctx, rmx_container_of(n, rmx__op_t, link));
+}
+
+void rmx__early_conn(rmx_conn_t *c)
+{
+  rmx_list_t *n, *next;
+  for (n = c->ctx->early.next; n != &c->ctx->early; n = next) {
+    next = n->next;
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->conn != c)
+      continue;
+    rmx_list_del(n);
+    early_done(c->ctx, op);
+    next = c->ctx->early.next; /* its callback may have run others */
+  }
 }
 
 void rmx__flush_ctx_init(rmx_ctx_t *ctx)
 {
   rmx_list_init(&ctx->flushq);
+  rmx_list_init(&ctx->early);
   uv_idle_init(ctx->loop, &ctx->flush_idle);
   uv_prepare_init(ctx->loop, &ctx->flush_prepare);
   uv_check_init(ctx->loop, &ctx->flush_check);

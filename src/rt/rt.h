@@ -28,6 +28,10 @@ void rmx__flush_ctx_init(rmx_ctx_t *ctx);
 /* Flush every queued connection now; run the deferred work now (both are
  * what the loop's handles would do: the polling fast path calls them). */
 void rmx__flush_all(rmx_ctx_t *ctx);
+/* A small send done at its post (RMX_TP_F_SEND_COPY): its on_sent runs at
+ * the next flush; a connection going down runs its own first. */
+void rmx__early_push(rmx_ctx_t *ctx, rmx__op_t *op);
+void rmx__early_conn(rmx_conn_t *c);
 void rmx__defer_run(rmx_ctx_t *ctx);
 
 /* ---- the polling fast path (src/rt/progress.c) ---- */

@@ -26,8 +26,12 @@ void rmx__vb_slot_fire(struct rmx_tp_conn *tc, vb_slot_t *s, int status)
   s->kind = SLOT_FREE;
   if (!tc->owner)
     return;
-  if (kind == SLOT_SEND)
-    rmx__vb_raise(tc, RMX_TP_EV_SEND, status, op, NULL, 0);
+  if (kind == SLOT_SEND) {
+    /* A copied send (op NULL) is reported only when it was signaled: the
+     * send queue has room again. */
+    if (op || s->signaled)
+      rmx__vb_raise(tc, RMX_TP_EV_SEND, status, op, NULL, 0);
+  }
   else if (kind == SLOT_READ)
     rmx__vb_raise(tc, RMX_TP_EV_READ, status, op, NULL, 0);
   else if (kind == SLOT_WRITE)

@@ -50,6 +50,7 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
     dev->cq_size = dev->cq->cqe;
   }
   tc->sq_depth = sq;
+  tc->sig_every = sq / 2 < VB_SIG_EVERY ? sq / 2 : VB_SIG_EVERY;
   tc->rx_count = rq;
   tc->rx_size = cfg->eager_size;
   size_t bytes = ((size_t)rq * tc->rx_size + (size_t)sq * VB_BOUNCE + 4095) & ~(size_t)4095;
@@ -165,10 +166,13 @@ static vb_slot_t *slot_take(struct rmx_tp_conn *tc, slot_kind_t kind, void *op)
  * cannot fill with requests nobody will hear about. */
 static void chain(struct rmx_tp_conn *tc, vb_slot_t *s, int must_signal)
 {
-  if (must_signal || ++tc->posted_unsig >= VB_SIG_EVERY) {
+  if (must_signal || ++tc->posted_unsig >= tc->sig_every) {
     s->wr.send_flags |= IBV_SEND_SIGNALED;
     s->signaled = 1;
     tc->posted_unsig = 0;
+    tc->unsig_ops = 0;
+  } else if (s->op) {
+    tc->unsig_ops = 1; /* someone waits for it: the batch's last is signaled */
   }
   if (tc->chain_last) {
     tc->chain_last->next = &s->wr;
@@ -201,6 +205,23 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
   int inl = total <= tc->max_inline;
   if (need_lkey && !inl && total > VB_BOUNCE)
     return RMX_EINVAL; /* unregistered memory is only for small frames */
+  if (!op) { /* copied now, reported never (RMX_TP_F_SEND_COPY) */
+    if (!need_lkey || total > VB_BOUNCE)
+      return RMX_EINVAL;
+    vb_slot_t *s = slot_take(tc, SLOT_SEND, NULL);
+    uint8_t *b = tc->bounce + (size_t)(s - tc->slots) * VB_BOUNCE, *p = b;
+    for (int i = 0; i < n; i++) {
+      memcpy(p, sge[i].addr, sge[i].len);
+      p += sge[i].len;
+    }
+    s->wr.opcode = IBV_WR_SEND;
+    s->wr.send_flags = inl ? IBV_SEND_INLINE : 0;
+    s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)b, .length = (uint32_t)total,
+                                 .lkey = tc->rx_mr->lkey};
+    s->wr.num_sge = 1;
+    chain(tc, s, 0);
+    return 0;
+  }
 
   if (!inl && !need_lkey)
     for (int i = 0; i < n; i++) {
@@ -388,12 +409,15 @@ void rmx__vb_flush(struct rmx_tp_conn *tc)
     rmx__vb_binds_chain(tc); /* windows bind even with nothing to send */
   if (!tc->chain)
     return;
-  /* The last of a batch is signaled: nothing waits on a later post. */
+  /* The last of a batch is signaled when an op waits on it or on one
+   * before it: nothing waits on a later post. Copied sends wait on
+   * nothing; they are retired by the next signaled completion. */
   vb_slot_t *last = rmx_container_of(tc->chain_last, vb_slot_t, wr);
-  if (!last->signaled) {
+  if (!last->signaled && tc->unsig_ops) {
     last->wr.send_flags |= IBV_SEND_SIGNALED;
     last->signaled = 1;
     tc->posted_unsig = 0;
+    tc->unsig_ops = 0;
   }
   struct ibv_send_wr *first = tc->chain;
   tc->chain = tc->chain_last = NULL;

@@ -176,7 +176,7 @@ static void vb_ready(rmx_tp_conn_t *tc) {}
 
 RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .name = "rdma",
-  .flags = RMX_TP_F_LOCAL_REG,
+  .flags = RMX_TP_F_LOCAL_REG | RMX_TP_F_SEND_COPY,
   .wire_id = 2,
   .max_io = SIZE_MAX, /* split at the device's limit inside */
   .hello_max = 56,    /* rdma_cm connect private data (an accept carries up to 196) */

@@ -133,6 +133,8 @@ struct rmx_tp_conn {
   /* send queue: a ring of slots, oldest at tail */
   vb_slot_t *slots;
   uint32_t sq_depth, head, tail, posted_unsig;
+  uint32_t sig_every;      /* at most this many unsignaled sends in a row */
+  uint8_t unsig_ops;       /* an unsignaled slot since the last signaled one carries an op */
   struct ibv_send_wr *chain, *chain_last; /* built, not yet posted */
   rmx_list_t flush_link;   /* in tp->unflushed while chain is non-empty */
   uint32_t max_inline;
