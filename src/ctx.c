@@ -59,6 +59,15 @@ int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg)
   return 0;
 }
 
+/* Posts are queued that no loop turn has run yet. */
+static int posts_queued(rmx_ctx_t *ctx)
+{
+  uv_mutex_lock(&ctx->post_lock);
+  int queued = !rmx_list_empty(&ctx->posted);
+  uv_mutex_unlock(&ctx->post_lock);
+  return queued;
+}
+
 
 /* ---- context ---- */
 
@@ -215,9 +224,30 @@ int rmx_ctx_fd(rmx_ctx_t *ctx)
   return ctx && ctx->owns_loop ? uv_backend_fd(ctx->loop) : RMX_EINVAL;
 }
 
+/*
+ * libuv says 0 (at once) for a loop that nothing referenced keeps alive,
+ * which is every idle context: rmx's own handles are unreferenced. Asked
+ * with the post wake-up referenced, as rmx_ctx_progress runs its turn, it
+ * gives the real answer: 0 while work is pending (idle handles, closing
+ * handles, fds not yet in the backend's set: a turn adds them), else the
+ * next timer's deadline (unreferenced timers are still due), else -1. A
+ * post sent while the caller sleeps makes the fd readable; posts already
+ * queued must run now: 0.
+ */
 int rmx_ctx_timeout(rmx_ctx_t *ctx)
 {
-  return ctx && ctx->owns_loop ? uv_backend_timeout(ctx->loop) : RMX_EINVAL;
+  if (!ctx || !ctx->owns_loop)
+    return RMX_EINVAL;
+  if (posts_queued(ctx))
+    return 0;
+  uv_handle_t *wake = (uv_handle_t *)&ctx->async;
+  int had = uv_has_ref(wake);
+  if (!had)
+    uv_ref(wake);
+  int ms = uv_backend_timeout(ctx->loop);
+  if (!had)
+    uv_unref(wake);
+  return ms;
 }
 
 int rmx_ctx_progress(rmx_ctx_t *ctx)

@@ -231,7 +231,7 @@ RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
  *          it), or @ref RMX_EINVAL if @p ctx is NULL or on the caller's loop. */
 RMX_API int rmx_ctx_fd(rmx_ctx_t *ctx);
 /** @brief How long to wait on rmx_ctx_fd() at most before calling
- *  rmx_ctx_progress() anyway; ask before each wait.
+ *  rmx_ctx_progress() anyway; ask before each wait (idle: -1 or rmx's next timer).
  *  @param ctx  a context created with loop NULL
  *  @return ms: 0 means at once, -1 only when the fd is readable (no timer
  *          is due); @ref RMX_EINVAL (-22): @p ctx NULL or on the caller's loop. */
