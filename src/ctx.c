@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Context: configuration, the loop, deferred work, cross-thread posts. */
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -38,6 +39,13 @@ static void async_cb(uv_async_t *h)
   ctx->in_cb--;
 }
 
+/*
+ * Any thread may post, up to its first RMX_ECANCELED. Refusal starts with
+ * rmx_ctx_destroy (destroying, under post_lock), so every post accepted
+ * before then is on the list the teardown drains. A poster may still be
+ * inside this function when the context is freed: posters counts them, and
+ * ctx_free waits for none before it destroys the lock and frees.
+ */
 int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg)
 {
   if (!ctx || !fn)
@@ -47,16 +55,29 @@ int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg)
     return RMX_ENOMEM;
   p->fn = fn;
   p->arg = arg;
+  int rc = 0;
+  atomic_fetch_add(&ctx->posters, 1);
   uv_mutex_lock(&ctx->post_lock);
   if (ctx->destroying) {
-    uv_mutex_unlock(&ctx->post_lock);
-    free(p);
-    return RMX_ECANCELED;
+    rc = RMX_ECANCELED;
+  } else {
+    rmx_list_push(&ctx->posted, &p->link);
+    uv_async_send(&ctx->async);
+    p = NULL;
   }
-  rmx_list_push(&ctx->posted, &p->link);
-  uv_async_send(&ctx->async);
   uv_mutex_unlock(&ctx->post_lock);
-  return 0;
+  atomic_fetch_sub(&ctx->posters, 1); /* ctx is not touched after this */
+  free(p);
+  return rc;
+}
+
+/* Posts are queued that no loop turn has run yet. */
+static int posts_queued(rmx_ctx_t *ctx)
+{
+  uv_mutex_lock(&ctx->post_lock);
+  int queued = !rmx_list_empty(&ctx->posted);
+  uv_mutex_unlock(&ctx->post_lock);
+  return queued;
 }
 
 
@@ -215,9 +236,30 @@ int rmx_ctx_fd(rmx_ctx_t *ctx)
   return ctx && ctx->owns_loop ? uv_backend_fd(ctx->loop) : RMX_EINVAL;
 }
 
+/*
+ * libuv says 0 (at once) for a loop that nothing referenced keeps alive,
+ * which is every idle context: rmx's own handles are unreferenced. Asked
+ * with the post wake-up referenced, as rmx_ctx_progress runs its turn, it
+ * gives the real answer: 0 while work is pending (idle handles, closing
+ * handles, fds not yet in the backend's set: a turn adds them), else the
+ * next timer's deadline (unreferenced timers are still due), else -1. A
+ * post sent while the caller sleeps makes the fd readable; posts already
+ * queued must run now: 0.
+ */
 int rmx_ctx_timeout(rmx_ctx_t *ctx)
 {
-  return ctx && ctx->owns_loop ? uv_backend_timeout(ctx->loop) : RMX_EINVAL;
+  if (!ctx || !ctx->owns_loop)
+    return RMX_EINVAL;
+  if (posts_queued(ctx))
+    return 0;
+  uv_handle_t *wake = (uv_handle_t *)&ctx->async;
+  int had = uv_has_ref(wake);
+  if (!had)
+    uv_ref(wake);
+  int ms = uv_backend_timeout(ctx->loop);
+  if (!had)
+    uv_unref(wake);
+  return ms;
 }
 
 int rmx_ctx_progress(rmx_ctx_t *ctx)
@@ -258,6 +300,10 @@ static void ctx_free(rmx_ctx_t *ctx)
     free(rmx_container_of(n, rmx__rma_t, link));
   while ((n = rmx_list_pop(&ctx->posted)) != NULL)
     free(rmx_container_of(n, rmx__post_t, link));
+  /* Posts are refused since destroy began; one that came in before its
+   * poster saw that may still hold the lock: let it leave first. */
+  while (atomic_load(&ctx->posters) != 0)
+    sched_yield();
   uv_mutex_destroy(&ctx->post_lock);
   rmx__auth_ctx_fini(ctx);
   if (ctx->owns_loop) {
@@ -287,10 +333,7 @@ static void ctx_teardown(rmx_ctx_t *ctx)
   for (int i = 0; i < RMX_TP_COUNT; i++)
     if (ctx->tp[i])
       ctx->tp_ops[i]->fini(ctx->tp[i]);
-  uv_mutex_lock(&ctx->post_lock);
-  ctx->destroying = 1;
-  uv_mutex_unlock(&ctx->post_lock);
-  async_cb(&ctx->async); /* posts that raced in still run once */
+  async_cb(&ctx->async); /* posts accepted before destroy still run once */
   uv_close((uv_handle_t *)&ctx->async, handle_closed);
   uv_close((uv_handle_t *)&ctx->idle, handle_closed);
   uv_close((uv_handle_t *)&ctx->flush_idle, handle_closed);
@@ -349,6 +392,10 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
       return RMX_EBUSY;
   }
   ctx->dying = 1;
+  /* From here rmx_ctx_post refuses; what it accepted runs by the teardown. */
+  uv_mutex_lock(&ctx->post_lock);
+  ctx->destroying = 1;
+  uv_mutex_unlock(&ctx->post_lock);
   /* Handshakes still in flight have no owner but the core: end them. Closes
    * in flight finish on the loop, each within the close timeout; finished
    * connections that only wait for unanswered requests go now. */

@@ -407,7 +407,8 @@ struct rmx_ctx {
   uv_async_t async;
   uv_mutex_t post_lock;
   rmx_list_t posted;
-  int destroying;  /* no more posts (under post_lock) */
+  int destroying;  /* no more posts (under post_lock): set as destroy begins */
+  _Atomic int posters; /* rmx_ctx_post calls inside the function (any thread) */
   int dying;       /* rmx_ctx_destroy was called: finishing, then freed */
   int running;     /* inside rmx_ctx_run */
   int stop;        /* rmx_ctx_stop was called (the spinning rmx_ctx_run) */

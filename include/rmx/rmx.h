@@ -231,7 +231,7 @@ RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
  *          it), or @ref RMX_EINVAL if @p ctx is NULL or on the caller's loop. */
 RMX_API int rmx_ctx_fd(rmx_ctx_t *ctx);
 /** @brief How long to wait on rmx_ctx_fd() at most before calling
- *  rmx_ctx_progress() anyway; ask before each wait.
+ *  rmx_ctx_progress() anyway; ask before each wait (idle: -1 or rmx's next timer).
  *  @param ctx  a context created with loop NULL
  *  @return ms: 0 means at once, -1 only when the fd is readable (no timer
  *          is due); @ref RMX_EINVAL (-22): @p ctx NULL or on the caller's loop. */
@@ -277,17 +277,18 @@ RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
  */
 RMX_API int rmx_ctx_destroy(rmx_ctx_t *ctx);
 /**
- * @brief Run @p fn(@p arg) on the context's thread. The only call that is
- *        safe from any thread.
+ * @brief Run @p fn(@p arg) on the context's thread; the only call safe from any thread.
  *
- * Posts run in order, from the loop, never inside this call.
+ * Posts run in order, from the loop, never inside this call. From the start
+ * of rmx_ctx_destroy() it returns RMX_ECANCELED, and a poster stops there for
+ * good; posts accepted before run exactly once. The context stays valid until
+ * freed: as rmx_ctx_destroy() returns (private loop), as rmx_ctx_run() or
+ * rmx_ctx_progress() returns (destroyed from a callback), at its last handle's
+ * close (caller's loop); a thread that may call after that must be joined first.
  * @param ctx  the context; it must still exist (not freed) at the call
  * @param fn   what to run; not NULL
  * @param arg  passed to @p fn
- * @return 0 (@p fn runs once, unless the context is destroyed first: posts
- *         still queued then are dropped unrun), @ref RMX_EINVAL (@p ctx or
- *         @p fn NULL), @ref RMX_ENOMEM, @ref RMX_ECANCELED once destruction
- *         began.
+ * @return 0 (@p fn runs once), @ref RMX_EINVAL, @ref RMX_ENOMEM, @ref RMX_ECANCELED.
  */
 RMX_API int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg);
 /** @brief The libuv loop the context runs in.

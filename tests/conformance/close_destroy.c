@@ -6,11 +6,14 @@
  * big receive buffers, then never reads again, so the server's writes
  * stall in the kernel; in one case it keeps sending CREDIT frames, so only
  * the kernel's timeout ends the connection. Every callback is counted:
- * exactly once each, and nothing after on_closed.
+ * exactly once each, and nothing after on_closed. A thread that posts
+ * across destroy (in each of its three modes) is refused from destroy's
+ * start, and every post it had made runs exactly once.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +45,7 @@ typedef struct world {
 } world_t;
 
 static world_t W;
+static unsigned close_ms = 300; /* the close timeout world_up gives the context */
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -145,7 +149,7 @@ static void world_up2(uv_loop_t *loop, int talk)
   alarm(60); /* a hang fails the test */
   assert_int_equal(rmx_config_init(&cfg), 0);
   cfg.eager_size = 1u << 20;
-  cfg.close_timeout_ms = 300;
+  cfg.close_timeout_ms = close_ms;
   if (talk) { /* the kernel gives up on unacknowledged bytes after 1 s */
     cfg.keepalive_ms = 200;
     cfg.keepalive_timeout_ms = 1000;
@@ -402,6 +406,170 @@ static void destroy_from_a_callback_of_a_self_run_loop_is_refused(void **state)
   alarm(0);
 }
 
+/* ---- a thread posts across destroy ----
+ *
+ * It posts in a tight loop (at most BACKLOG waiting before destroy, so
+ * memory stays bounded) and stops at its first RMX_ECANCELED, as rmx.h
+ * tells it to. Destroy refuses from its start: the poster sees the refusal
+ * while the stalled connection's close is still in flight (its on_closed
+ * not run), and only then lets the peer go, which ends that close; with a
+ * close timeout of 20 s nothing else ends it sooner. Every post accepted
+ * runs exactly once. CAP stops a poster that is never refused.
+ */
+#define BACKLOG 10000
+#define CAP 1000000
+
+static struct {
+  pthread_t th;
+  long accepted, runs;
+  int destroy_began, closed, canceled, closed_when_canceled, other_rc;
+  long trigger_at; /* post destroy_in_post once this many were accepted */
+} P;
+
+static void post_run(void *arg) { __atomic_add_fetch(&P.runs, 1, __ATOMIC_SEQ_CST); }
+
+static void post_on_closed(rmx_conn_t *c, void *arg)
+{
+  on_closed(c, arg);
+  __atomic_store_n(&P.closed, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Destroy from a callback under rmx_ctx_run: here a post. */
+static void destroy_in_post(void *arg)
+{
+  post_run(arg);
+  rmx_listener_close(W.l);
+  assert_int_equal(rmx_conn_close(W.c, post_on_closed, &W), 0);
+  __atomic_store_n(&P.destroy_began, 1, __ATOMIC_SEQ_CST);
+  assert_int_equal(rmx_ctx_destroy(W.ctx), 0);
+  assert_int_equal(rmx_ctx_post(W.ctx, post_run, NULL), RMX_ECANCELED);
+}
+
+static void *poster(void *arg)
+{
+  rmx_ctx_t *ctx = arg;
+  for (long n = 0;;) {
+    if (n - __atomic_load_n(&P.runs, __ATOMIC_SEQ_CST) >= BACKLOG &&
+        !__atomic_load_n(&P.destroy_began, __ATOMIC_SEQ_CST)) {
+      sched_yield();
+      continue;
+    }
+    if (n >= CAP)
+      break; /* never refused */
+    int rc = rmx_ctx_post(ctx, n == P.trigger_at ? destroy_in_post : post_run, NULL);
+    if (rc == RMX_ECANCELED) {
+      P.closed_when_canceled = __atomic_load_n(&P.closed, __ATOMIC_SEQ_CST);
+      P.canceled = 1;
+      break; /* and never call again */
+    }
+    if (rc != 0) {
+      P.other_rc = rc;
+      break;
+    }
+    __atomic_store_n(&P.accepted, ++n, __ATOMIC_SEQ_CST);
+  }
+  __atomic_store_n(&W.peer_quit, 1, __ATOMIC_SEQ_CST); /* the close can end now */
+  return NULL;
+}
+
+static void poster_start(long trigger_at)
+{
+  memset(&P, 0, sizeof(P));
+  P.trigger_at = trigger_at;
+  assert_int_equal(pthread_create(&P.th, NULL, poster, W.ctx), 0);
+}
+
+/* The poster is joined; check what it saw and that every post ran once. */
+static void poster_check(void)
+{
+  assert_int_equal(pthread_join(P.th, NULL), 0);
+  assert_int_equal(P.other_rc, 0);
+  assert_int_equal(P.canceled, 1);
+  assert_int_equal(P.closed_when_canceled, 0); /* refused from destroy's start */
+  assert_true(P.accepted > 0);
+  assert_int_equal(P.runs, P.accepted);
+  check_ended();
+}
+
+static void destroy_now(void)
+{
+  assert_int_equal(rmx_conn_close(W.c, post_on_closed, &W), 0);
+  rmx_listener_close(W.l);
+  __atomic_store_n(&P.destroy_began, 1, __ATOMIC_SEQ_CST);
+  assert_int_equal(rmx_ctx_destroy(W.ctx), 0);
+}
+
+/* Private loop, destroy outside rmx_ctx_run: it returns with the context
+ * freed, which it does only after the close, so after the refusal. */
+static void posts_across_destroy(void **state)
+{
+  close_ms = 20000;
+  world_up(NULL);
+  poster_start(-1);
+  while (__atomic_load_n(&P.accepted, __ATOMIC_SEQ_CST) < BACKLOG / 2)
+    sched_yield();
+  destroy_now();
+  poster_check();
+  world_down();
+  close_ms = 300;
+}
+
+/* Destroy from a post under rmx_ctx_run, with the poster still posting:
+ * rmx_ctx_run returns with the context freed. */
+static void posts_across_destroy_from_a_callback(void **state)
+{
+  close_ms = 20000;
+  world_up(NULL);
+  poster_start(1000);
+  assert_int_equal(rmx_ctx_run(W.ctx), 0);
+  poster_check();
+  world_down();
+  close_ms = 300;
+}
+
+/* The caller's loop: destroy returns at once, and the context is freed
+ * while the loop runs on; the poster is joined before that. */
+static void posts_across_destroy_on_the_callers_loop(void **state)
+{
+  uv_loop_t loop;
+  close_ms = 20000;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  world_up(&loop);
+  poster_start(-1);
+  while (__atomic_load_n(&P.accepted, __ATOMIC_SEQ_CST) < BACKLOG / 2)
+    sched_yield();
+  destroy_now();
+  assert_int_equal(pthread_join(P.th, NULL), 0); /* refused at once */
+  assert_int_equal(P.canceled, 1);
+  uv_run(&loop, UV_RUN_DEFAULT); /* returns once the context is gone */
+  assert_int_equal(P.runs, P.accepted);
+  assert_int_equal(P.other_rc, 0);
+  assert_int_equal(P.closed_when_canceled, 0);
+  check_ended();
+  assert_int_equal(uv_loop_close(&loop), 0);
+  world_down();
+  close_ms = 300;
+}
+
+/* Posts accepted but not yet run when destroy finds nothing to wait for
+ * (no connection): they run once all the same, on either loop. */
+static void posts_queued_at_destroy_run_once(void **state)
+{
+  for (int callers = 0; callers < 2; callers++) {
+    uv_loop_t loop;
+    rmx_ctx_t *ctx;
+    memset(&P, 0, sizeof(P));
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(rmx_ctx_create(&ctx, callers ? &loop : NULL, NULL), 0);
+    for (int i = 0; i < 100; i++)
+      assert_int_equal(rmx_ctx_post(ctx, post_run, NULL), 0);
+    assert_int_equal(rmx_ctx_destroy(ctx), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    assert_int_equal(P.runs, 100);
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -413,6 +581,10 @@ int main(void)
     cmocka_unit_test(destroy_with_an_unanswered_request),
     cmocka_unit_test(destroy_with_unanswered_requests_on_two_connections),
     cmocka_unit_test(destroy_from_a_callback_of_a_self_run_loop_is_refused),
+    cmocka_unit_test(posts_across_destroy),
+    cmocka_unit_test(posts_across_destroy_from_a_callback),
+    cmocka_unit_test(posts_across_destroy_on_the_callers_loop),
+    cmocka_unit_test(posts_queued_at_destroy_run_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
