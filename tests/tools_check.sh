@@ -25,7 +25,7 @@ cleanup() {
 trap cleanup EXIT
 say() { echo "tools: $*"; bad=1; }
 u=tcp://127.0.0.1:1 # nothing listens there: connecting is refused
-tools="rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed"
+tools="rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed rmx-spin"
 version=$(sed -n 's/^#define RMX_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' \
           "$src/include/rmx/rmx.h" | paste -sd.)
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || say "no version found in include/rmx/rmx.h"
@@ -100,6 +100,9 @@ refuse rmx-bulk-copy copy "$u" f
 refuse rmx-bulk-copy fetch "$u" f 0
 refuse rmx-bulk-copy serve "$u" f 10
 refuse rmx-embed tcp://127.0.0.1:0 extra
+refuse rmx-spin tcp://127.0.0.1:0 5 extra
+refuse rmx-spin tcp://127.0.0.1:0 0
+refuse rmx-spin tcp://127.0.0.1:0 abc
 
 # TOOL ARGS...: must exit 2 with one line on stderr, "TOOL: what is wrong
 # (try 'TOOL --help')", and nothing on stdout.
@@ -182,6 +185,7 @@ for uri in nonsense tcp//127.0.0.1:1 tcp://:1 tcp://127.0.0.1:99999 tcp://127.0.
   refuse_naming rmx-bulk-copy fetch "$uri" "$work/f"
   refuse_naming rmx-bulk-copy serve "$uri" /dev/null
   refuse_naming rmx-embed "$uri"
+  refuse_naming rmx-spin "$uri"
 done
 # ... while a well-formed URI that nothing answers is the run's failure: 1
 runtime() {
@@ -192,6 +196,7 @@ runtime rmx-echo client "$u" 1
 runtime rmx-perf client "$u" -n 1
 runtime rmx-kv get "$u" key
 runtime rmx-bulk-copy fetch "$u" "$work/f"
+runtime rmx-spin tcp://198.51.100.1:0 1 # an address of no host here: cannot listen
 
 # Numbers: an overflowing size or count is refused, naming the argument
 # and its range; a number past 64 bits too.
@@ -232,6 +237,8 @@ if [ -n "$uri" ]; then
   grep -q '^client: 2 echoes of 1024 B checked' "$out" ||
     say "rmx-echo client $uri 2 1K did not send 2 messages of 1024 B: $(cat "$out")"
 fi
+"$bin/rmx-spin" tcp://127.0.0.1:0 010 >"$out" 2>"$err" || say "rmx-spin 010 failed: $(cat "$err")"
+grep -q '^spin: 10 round trips' "$out" || say "rmx-spin tcp://127.0.0.1:0 010 did not make 10 round trips: $(cat "$out")"
 start perf rmx-perf server tcp://127.0.0.1:0
 if [ -n "$uri" ]; then
   "$bin/rmx-perf" client "$uri" -t send_lat -s 010 -n 010 -w 010 --json >"$out" 2>"$err" ||
