@@ -279,7 +279,8 @@ int rmx_ctx_progress(rmx_ctx_t *ctx)
    * adaptive progress the caller sleeps on the fd between calls, and every
    * call turns it (what woke the fd is the loop's). */
   if (!ctx->dying &&
-      (ctx->cfg.progress != RMX_PROGRESS_POLL || ++ctx->passes >= RMX__TURN_EVERY))
+      (ctx->cfg.progress != RMX_PROGRESS_POLL || ++ctx->passes >= RMX__TURN_EVERY ||
+       ctx->turn_due))
     rmx__progress_turn(ctx);
   ctx->running = 0;
   if (!ctx->dying)

@@ -413,6 +413,7 @@ struct rmx_ctx {
   int running;     /* inside rmx_ctx_run */
   int stop;        /* rmx_ctx_stop was called (the spinning rmx_ctx_run) */
   unsigned passes; /* fast-path passes since the loop last turned */
+  int turn_due;    /* a transport saw input only the loop's turn reads */
   int in_cb;       /* inside one of rmx's loop callbacks (user callbacks run there) */
   int torn_down;
   uint32_t nmems;  /* user registrations not yet released */

@@ -355,10 +355,11 @@ typedef struct rmx_tp_ops {
    * the connection that last had input. The one exception to "events come
    * from the loop": events are raised from inside this call, which the
    * core makes only from its progress call, outside every other callback.
-   * What needs the loop (connection events, timers, other sockets, deferred
-   * failures) waits for its next turn. Returns how many completions or
-   * frames it handled. */
-  int (*poll)(rmx_tp_t *tp);
+   * What needs the loop (connection events, timers, deferred failures)
+   * waits for its next turn; *turn is set nonzero when the transport knows
+   * of input only a turn reads now (TCP: another socket is readable).
+   * Returns how many completions or frames it handled. */
+  int (*poll)(rmx_tp_t *tp, int *turn);
 } rmx_tp_ops_t;
 
 #endif

@@ -36,7 +36,7 @@ int rmx__progress_pass(rmx_ctx_t *ctx)
   for (int i = 0; i < RMX_TP_COUNT; i++) {
     if (!ctx->tp[i])
       continue;
-    found += ctx->tp_ops[i]->poll(ctx->tp[i]);
+    found += ctx->tp_ops[i]->poll(ctx->tp[i], &ctx->turn_due);
     if (ctx->dying)
       return found; /* a callback destroyed the context: leave it be */
   }
@@ -56,6 +56,7 @@ int rmx__progress_pass(rmx_ctx_t *ctx)
 int rmx__progress_turn(rmx_ctx_t *ctx)
 {
   ctx->passes = 0;
+  ctx->turn_due = 0;
   uv_ref((uv_handle_t *)&ctx->async);
   int alive = uv_run(ctx->loop, UV_RUN_NOWAIT);
   uv_unref((uv_handle_t *)&ctx->async);
@@ -95,7 +96,7 @@ void rmx__progress_spin(rmx_ctx_t *ctx)
     }
     if (ctx->stop || ctx->dying)
       break;
-    if (++ctx->passes >= RMX__TURN_EVERY && !rmx__progress_turn(ctx))
+    if ((++ctx->passes >= RMX__TURN_EVERY || ctx->turn_due) && !rmx__progress_turn(ctx))
       break;
   }
   ctx->stop = 0;

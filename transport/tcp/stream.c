@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "../../src/base/bytes.h"
@@ -548,8 +549,12 @@ int rmx__tcp_spin(rmx_tp_t *tp)
 }
 
 /* The polling fast path: what ended (as the instance's idle handle would
- * report it), then the connection that last had input. */
-int rmx__tcp_poll(rmx_tp_t *tp)
+ * report it), then the connection that last had input. When that one has
+ * nothing and others live (connections, listeners), one look at the
+ * loop's epoll set, without waiting, says whether any other socket is
+ * ready: then the loop should turn now rather than at its next count. The
+ * look is level-triggered and takes nothing from libuv. */
+int rmx__tcp_poll(rmx_tp_t *tp, int *turn)
 {
   int found = 0;
   if (!rmx_list_empty(&tp->laterq)) {
@@ -558,7 +563,13 @@ int rmx__tcp_poll(rmx_tp_t *tp)
     if (tp->finishing)
       return found; /* a callback destroyed the context */
   }
-  return found + rmx__tcp_spin(tp);
+  found += rmx__tcp_spin(tp);
+  if (!found && tp->live > 1) {
+    struct epoll_event ev;
+    if (epoll_wait(uv_backend_fd(tp->loop), &ev, 1, 0) > 0 && !(found = rmx__tcp_spin(tp)))
+      *turn = 1;
+  }
+  return found;
 }
 
 int rmx__tcp_read_start(rmx_tp_conn_t *tc)

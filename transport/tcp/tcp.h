@@ -228,7 +228,7 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 /* stream.c */
 void rmx__tcp_conn_close(rmx_tp_conn_t *tc);
 int rmx__tcp_spin(rmx_tp_t *tp);
-int rmx__tcp_poll(rmx_tp_t *tp);
+int rmx__tcp_poll(rmx_tp_t *tp, int *turn);
 void rmx__tcp_conn_finish(rmx_tp_conn_t *tc);
 void rmx__tcp_fail(rmx_tp_conn_t *tc, int status);
 void rmx__tcp_fail_later(rmx_tp_conn_t *tc, int status);

@@ -53,8 +53,9 @@ static void idle_cb(uv_idle_t *h)
 }
 
 /* The polling fast path: every CQ once, no loop turn. */
-static int vb_poll(rmx_tp_t *tp)
+static int vb_poll(rmx_tp_t *tp, int *turn)
 {
+  (void)turn; /* connection events wait for the loop's turn */
   rmx_list_t *n;
   int found = 0;
   rmx_list_foreach(n, &tp->devs) {
