@@ -77,7 +77,9 @@ rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp)
   rmx_list_init(&tc->srvq);
   rmx_list_init(&tc->srv_sent);
   rmx_list_init(&tc->later_link);
+  tc->by_fd = -1;
   rmx_list_push(&tp->conns, &tc->tp_link);
+  tp->nconns++;
   tc->serial = ++tp->next_serial;
   uv_tcp_init(tp->loop, &tc->h);
   uv_timer_init(tp->loop, &tc->timer);
@@ -96,6 +98,9 @@ void rmx__tcp_conn_free(rmx_tp_conn_t *tc)
   if (tc->owner)
     tc_ev(tc, RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
   rmx_list_del(&tc->tp_link);
+  tc->tp->nconns--;
+  if (tc->by_fd >= 0 && tc->tp->by_fd[tc->by_fd] == tc)
+    tc->tp->by_fd[tc->by_fd] = NULL;
   free(tc->rbuf);
   free(tc);
 }

@@ -219,6 +219,7 @@ static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
 static void tp_free(rmx_tp_t *tp)
 {
   rmx_list_t *n;
+  free(tp->by_fd);
   while ((n = rmx_list_pop(&tp->free_w)) != NULL)
     free(rmx_container_of(n, wreq_t, link));
   while ((n = rmx_list_pop(&tp->free_rd)) != NULL)

@@ -128,7 +128,10 @@ struct rmx_tp {
   uint32_t nfree_w, nfree_rd, nfree_srv;
   rmx_list_t mem[MEM_BUCKETS];
   rmx_list_t conns; /* every rmx_tp_conn_t not yet freed */
+  uint32_t nconns;  /* how many */
   rmx_tp_conn_t *hot; /* the last connection that read something (busy-polling) */
+  rmx_tp_conn_t **by_fd; /* connections the fast path found by socket */
+  size_t by_fd_len;
   uv_idle_t later;    /* reports what ended outside libuv's callbacks... */
   rmx_list_t laterq;  /* ...for these connections (tc->later_link) */
   uint64_t next_serial;
@@ -186,6 +189,7 @@ struct rmx_tp_conn {
   int spin_err;        /* a socket error rmx__tcp_spin's recv took (libuv's read sees the end) */
   unsigned wr_busy;    /* uv_write requests whose callback has not run */
   rmx_list_t later_link; /* in tp->laterq while ended or fail_later waits */
+  int by_fd;             /* its index in tp->by_fd, or -1 */
   unsigned bq_n;
   uv_buf_t bq_bufs[TC_BATCH_BUFS];
   rmx_list_t tp_link;  /* in tp->conns */
