@@ -241,8 +241,8 @@ RMX_API int rmx_ctx_timeout(rmx_ctx_t *ctx);
  *        blocking: the polling fast path (see above).
  * @param ctx  the context (a private loop, or the caller's)
  * @return how many completions and frames it handled (0: nothing was
- *         ready; a caller that polls may sleep on rmx_ctx_fd() after many
- *         zeros); @ref RMX_ECANCELED when a callback it ran called
+ *         ready; after many zeros a caller may wait on rmx_ctx_fd() for
+ *         rmx_ctx_timeout()); @ref RMX_ECANCELED when a callback it ran called
  *         rmx_ctx_destroy(): on a private loop the destroy has then
  *         finished and the context is gone, on the caller's loop it
  *         finishes as that loop runs; @ref RMX_EINVAL if @p ctx is NULL, or
@@ -520,8 +520,8 @@ RMX_API void rmx_conn_stats(const rmx_conn_t *c, rmx_conn_stats_t *st);
  * @param c  an established connection
  * @param data  the message (NULL when @p len is 0); the caller's memory
  * @param len  bytes, at most the smaller of the two sides' max_msg_size
- * @param on_sent  runs once, from the loop: 0 when @p data may be reused,
- *        or why the send failed; may be NULL
+ * @param on_sent  runs once, from the loop: 0 when @p data may be reused (not
+ *        that the peer has it), or why the send failed; may be NULL
  * @param arg  passed to @p on_sent
  * @return 0, @ref RMX_EMSGSIZE, @ref RMX_ENOTCONN (not established, or
  *         closing), @ref RMX_EINVAL (@p c NULL, or @p data NULL with a

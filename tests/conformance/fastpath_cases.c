@@ -29,6 +29,17 @@ static void close_both(fp_world_t *w, fp_end_t *a, fp_end_t *b)
   fp_spin_ms(w, 20); /* anything owed after on_closed would come now */
 }
 
+/* Close both ends of a run where nothing may fail, check, and free. */
+static void finish_clean(fp_world_t *w, fp_end_t *cl, fp_end_t *sv)
+{
+  close_both(w, cl, sv);
+  fp_check_end(cl, ONLY_OK, "client");
+  fp_check_end(sv, ONLY_OK, "server");
+  fp_world_down(w);
+  fp_end_free(cl);
+  fp_end_free(sv);
+}
+
 /* ---- a. order: eager and rendezvous interleaved, both ways ---- */
 
 static void ordering_body(uv_loop_t *callers)
@@ -53,12 +64,7 @@ static void ordering_body(uv_loop_t *callers)
   assert_int_equal(cl.sent_ok, N);
   assert_int_equal(sv.sent_ok, N);
   assert_int_equal(cl.disconnects + sv.disconnects, 0);
-  close_both(&w, &cl, &sv);
-  fp_check_end(&cl, ONLY_OK, "client");
-  fp_check_end(&sv, ONLY_OK, "server");
-  fp_world_down(&w);
-  fp_end_free(&cl);
-  fp_end_free(&sv);
+  finish_clean(&w, &cl, &sv);
 }
 
 void ordering_eager_and_rendezvous(void **state)
@@ -120,12 +126,7 @@ void credits_exhausted_mid_burst(void **state)
   /* and the connection is still up */
   assert_int_equal(fp_send_next(&cl), 0);
   FP_SPIN_UNTIL(&w, cl.recvs == N + M + 1 && all_fired(&cl) && all_fired(&sv));
-  close_both(&w, &cl, &sv);
-  fp_check_end(&cl, ONLY_OK, "client");
-  fp_check_end(&sv, ONLY_OK, "server");
-  fp_world_down(&w);
-  fp_end_free(&cl);
-  fp_end_free(&sv);
+  finish_clean(&w, &cl, &sv);
 }
 
 /* ---- c. a close, and a destroy, from callbacks the fast path runs ---- */
