@@ -13,7 +13,6 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "../../src/base/bytes.h"
@@ -202,9 +201,8 @@ static void ended_report(rmx_tp_conn_t *tc)
  * Only those queued before this pass: what their callbacks queue waits for
  * the next turn, so the loop still polls in between. A connection closed
  * meanwhile has left the list (its handles' close reports for it). */
-static void tcp_later_cb(uv_idle_t *h)
+void rmx__tcp_later_run(rmx_tp_t *tp)
 {
-  rmx_tp_t *tp = h->data;
   rmx_list_t now, *n;
   rmx_list_init(&now);
   rmx_list_splice(&now, &tp->laterq);
@@ -215,8 +213,10 @@ static void tcp_later_cb(uv_idle_t *h)
       rmx__tcp_fail(tc, tc->fail_later);
   }
   if (rmx_list_empty(&tp->laterq))
-    uv_idle_stop(h);
+    uv_idle_stop(&tp->later);
 }
+
+static void tcp_later_cb(uv_idle_t *h) { rmx__tcp_later_run(h->data); }
 
 static void later(rmx_tp_conn_t *tc)
 {
@@ -528,7 +528,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
  * is left to libuv's read, which reports it in order. An error recv
  * returns is taken off the socket (libuv's reads and writes then find
  * only the end): it is kept, and the connection's end reports it. */
-static int read_now(rmx_tp_conn_t *tc)
+int rmx__tcp_read_now(rmx_tp_conn_t *tc)
 {
   uv_os_fd_t fd;
   uv_buf_t b;
@@ -545,76 +545,6 @@ static int read_now(rmx_tp_conn_t *tc)
     return 0;
   read_cb((uv_stream_t *)&tc->h, n, &b);
   return 1;
-}
-
-int rmx__tcp_spin(rmx_tp_t *tp) { return read_now(tp->hot); }
-
-/* The connection on a socket the loop's epoll set says is ready: libuv
- * keeps the fd in the event's data. Checked against the socket itself, so
- * a libuv that keeps something else there costs only a loop turn. Found
- * connections are remembered by fd (tp->by_fd) until they are freed. */
-static rmx_tp_conn_t *conn_on_fd(rmx_tp_t *tp, int fd)
-{
-  uv_os_fd_t f;
-  rmx_list_t *n;
-  if (fd < 0 || fd > 65535)
-    return NULL;
-  rmx_tp_conn_t *tc = (size_t)fd < tp->by_fd_len ? tp->by_fd[fd] : NULL;
-  if (tc && uv_fileno((uv_handle_t *)&tc->h, &f) == 0 && f == fd)
-    return tc;
-  tc = NULL;
-  rmx_list_foreach(n, &tp->conns) {
-    rmx_tp_conn_t *t = rmx_container_of(n, rmx_tp_conn_t, tp_link);
-    if (uv_fileno((uv_handle_t *)&t->h, &f) == 0 && f == fd) {
-      tc = t;
-      break;
-    }
-  }
-  if (!tc)
-    return NULL;
-  if ((size_t)fd >= tp->by_fd_len) {
-    size_t len = (size_t)fd * 2 + 16;
-    rmx_tp_conn_t **a = realloc(tp->by_fd, len * sizeof(*a));
-    if (!a)
-      return tc;
-    memset(a + tp->by_fd_len, 0, (len - tp->by_fd_len) * sizeof(*a));
-    tp->by_fd = a;
-    tp->by_fd_len = len;
-  }
-  tp->by_fd[fd] = tc;
-  tc->by_fd = fd;
-  return tc;
-}
-
-/* The polling fast path: what ended (as the instance's idle handle would
- * report it), then the connection that last had input. When that one has
- * nothing and other connections live, one look at the
- * loop's epoll set, without waiting, finds the other sockets that are
- * ready: connections with input are read at once, anything else asks for
- * a turn of the loop now rather than at its next count. The look is
- * level-triggered and takes nothing from libuv. */
-int rmx__tcp_poll(rmx_tp_t *tp, int *turn)
-{
-  int found = 0;
-  if (!rmx_list_empty(&tp->laterq)) {
-    found = 1;
-    tcp_later_cb(&tp->later);
-    if (tp->finishing)
-      return found; /* a callback destroyed the context */
-  }
-  found += rmx__tcp_spin(tp);
-  if (found || tp->nconns < 2)
-    return found; /* a listener's peers wait for the loop's turn */
-  struct epoll_event ev[8];
-  int n = epoll_wait(uv_backend_fd(tp->loop), ev, 8, 0);
-  for (int i = 0; i < n && !tp->finishing; i++) {
-    rmx_tp_conn_t *tc = (ev[i].events & EPOLLIN) ? conn_on_fd(tp, ev[i].data.fd) : NULL;
-    if (tc && read_now(tc))
-      found++;
-    else
-      *turn = 1; /* a listener, a write, an end, a handshake: libuv's */
-  }
-  return found;
 }
 
 int rmx__tcp_read_start(rmx_tp_conn_t *tc)

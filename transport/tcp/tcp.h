@@ -233,6 +233,10 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 void rmx__tcp_conn_close(rmx_tp_conn_t *tc);
 int rmx__tcp_spin(rmx_tp_t *tp);
 int rmx__tcp_poll(rmx_tp_t *tp, int *turn);
+/* stream.c: read what tc's socket holds now, as libuv's read callback
+ * would (1 when it read some); report what ended, as the idle handle does. */
+int rmx__tcp_read_now(rmx_tp_conn_t *tc);
+void rmx__tcp_later_run(rmx_tp_t *tp);
 void rmx__tcp_conn_finish(rmx_tp_conn_t *tc);
 void rmx__tcp_fail(rmx_tp_conn_t *tc, int status);
 void rmx__tcp_fail_later(rmx_tp_conn_t *tc, int status);
