@@ -367,7 +367,11 @@ static void ctx_finish_owned(rmx_ctx_t *ctx)
       break;
     }
   ctx_teardown(ctx);
-  uv_run(ctx->loop, UV_RUN_DEFAULT);
+  /* A stop flagged outside the loop (a destroy from a callback of the fast
+   * path) ends the first run after one iteration: run again until every
+   * handle has closed. */
+  while (uv_run(ctx->loop, UV_RUN_DEFAULT) != 0)
+    ;
   ctx_free(ctx);
 }
 
