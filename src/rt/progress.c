@@ -28,7 +28,7 @@ int rmx__progress_pass(rmx_ctx_t *ctx)
       return 0;
   }
   /* What the application posted since the last pass goes first. */
-  if (!rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early)) {
+  if (rmx__flush_pending(ctx)) {
     rmx__flush_all(ctx);
     if (ctx->dying)
       return 0;
@@ -45,7 +45,7 @@ int rmx__progress_pass(rmx_ctx_t *ctx)
     if (ctx->dying)
       return found;
   }
-  if (!rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early))
+  if (rmx__flush_pending(ctx))
     rmx__flush_all(ctx);
   return found;
 }
@@ -96,7 +96,7 @@ void rmx__progress_spin(rmx_ctx_t *ctx)
     }
     if (ctx->stop || ctx->dying)
       break;
-    if ((++ctx->passes >= RMX__TURN_EVERY || ctx->turn_due) && !rmx__progress_turn(ctx))
+    if (rmx__progress_turn_due(ctx) && !rmx__progress_turn(ctx))
       break;
   }
   ctx->stop = 0;

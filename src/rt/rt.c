@@ -79,14 +79,14 @@ static void flush_idle_cb(uv_idle_t *h) { rmx__flush_all(h->data); }
 static void flush_prepare_cb(uv_prepare_t *h)
 {
   rmx_ctx_t *ctx = h->data;
-  if (!rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early))
+  if (rmx__flush_pending(ctx))
     rmx__flush_all(ctx);
 }
 
 static void flush_check_cb(uv_check_t *h)
 {
   rmx_ctx_t *ctx = h->data;
-  if (!rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early))
+  if (rmx__flush_pending(ctx))
     rmx__flush_all(ctx);
 }
 

@@ -32,6 +32,11 @@ void rmx__flush_all(rmx_ctx_t *ctx);
  * the next flush; a connection going down runs its own first. */
 void rmx__early_push(rmx_ctx_t *ctx, rmx__op_t *op);
 void rmx__early_conn(rmx_conn_t *c);
+/* Anything for rmx__flush_all: connections queued, or sends done early. */
+static inline int rmx__flush_pending(const rmx_ctx_t *ctx)
+{
+  return !rmx_list_empty(&ctx->flushq) || !rmx_list_empty(&ctx->early);
+}
 void rmx__defer_run(rmx_ctx_t *ctx);
 
 /* ---- the polling fast path (src/rt/progress.c) ---- */
@@ -41,6 +46,12 @@ void rmx__defer_run(rmx_ctx_t *ctx);
 int rmx__progress_pass(rmx_ctx_t *ctx);
 /* One non-blocking turn of the loop (timers, connection events, posts). */
 int rmx__progress_turn(rmx_ctx_t *ctx);
+/* Counts a pass: is a turn due after it (every RMX__TURN_EVERY passes, or
+ * at once when a transport asked)? */
+static inline int rmx__progress_turn_due(rmx_ctx_t *ctx)
+{
+  return ++ctx->passes >= RMX__TURN_EVERY || ctx->turn_due;
+}
 /* rmx_ctx_run in poll and adaptive progress. */
 void rmx__progress_spin(rmx_ctx_t *ctx);
 /* Traffic on c: in poll and adaptive progress, a transport whose fds wake

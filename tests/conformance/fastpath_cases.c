@@ -40,6 +40,24 @@ static void finish_clean(fp_world_t *w, fp_end_t *cl, fp_end_t *sv)
   fp_end_free(sv);
 }
 
+/* cl connects to w's listener, which accepts into sv. */
+static void connect_pair(fp_world_t *w, fp_end_t *cl, fp_end_t *sv)
+{
+  w->accept_into = sv;
+  fp_connect(w, cl, w->uri);
+  FP_SPIN_UNTIL(w, sv->connected);
+}
+
+/* Connected, both ends post n messages each, in one go. */
+static void connect_and_burst(fp_world_t *w, fp_end_t *cl, fp_end_t *sv, int n)
+{
+  connect_pair(w, cl, sv);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(fp_send_next(cl), 0);
+    assert_int_equal(fp_send_next(sv), 0);
+  }
+}
+
 /* ---- a. order: eager and rendezvous interleaved, both ways ---- */
 
 static void ordering_body(uv_loop_t *callers)
@@ -50,13 +68,7 @@ static void ordering_body(uv_loop_t *callers)
   fp_world_up(&w, NULL, callers);
   fp_end_init(&cl, N, fp_size_mixed);
   fp_end_init(&sv, N, fp_size_mixed);
-  w.accept_into = &sv;
-  fp_connect(&w, &cl, w.uri);
-  FP_SPIN_UNTIL(&w, sv.connected);
-  for (int i = 0; i < N; i++) {
-    assert_int_equal(fp_send_next(&cl), 0);
-    assert_int_equal(fp_send_next(&sv), 0);
-  }
+  connect_and_burst(&w, &cl, &sv, N);
   FP_SPIN_UNTIL(&w, cl.recvs >= N && sv.recvs >= N && all_fired(&cl) && all_fired(&sv));
   fp_spin_ms(&w, 20);
   assert_int_equal(cl.recvs, N);
@@ -106,9 +118,7 @@ void credits_exhausted_mid_burst(void **state)
   fp_end_init(&sv, N + M + 1, fp_size_small);
   sv.echo = 1;    /* every message back, sent from on_recv */
   cl.refill = M;  /* a new one for each of the first M echoes */
-  w.accept_into = &sv;
-  fp_connect(&w, &cl, w.uri);
-  FP_SPIN_UNTIL(&w, sv.connected);
+  connect_pair(&w, &cl, &sv);
   for (int i = 0; i < N; i++)
     assert_int_equal(fp_send_next(&cl), 0);
   FP_SPIN_UNTIL(&w, cl.recvs >= N + M && all_fired(&cl) && all_fired(&sv));
@@ -142,13 +152,7 @@ void close_from_recv_mid_burst(void **state)
   fp_end_init(&sv, N, fp_size_mixed);
   cl.close_at = 40;          /* rmx_conn_close from its 40th on_recv */
   sv.close_on_disconnect = 1;
-  w.accept_into = &sv;
-  fp_connect(&w, &cl, w.uri);
-  FP_SPIN_UNTIL(&w, sv.connected);
-  for (int i = 0; i < N; i++) {
-    assert_int_equal(fp_send_next(&cl), 0);
-    assert_int_equal(fp_send_next(&sv), 0);
-  }
+  connect_and_burst(&w, &cl, &sv, N);
   FP_SPIN_UNTIL(&w, cl.closed && sv.closed);
   fp_spin_ms(&w, 50);
   assert_true(cl.recvs >= 40);
@@ -203,13 +207,7 @@ void destroy_from_on_closed(void **state)
   D.destroy_rc = 1;
   cl.recv_hook = close_all_at_20; /* both ends and the listener, mid-burst */
   cl.closed_hook = sv.closed_hook = destroy_when_all_closed;
-  w.accept_into = &sv;
-  fp_connect(&w, &cl, w.uri);
-  FP_SPIN_UNTIL(&w, sv.connected);
-  for (int i = 0; i < N; i++) {
-    assert_int_equal(fp_send_next(&cl), 0);
-    assert_int_equal(fp_send_next(&sv), 0);
-  }
+  connect_and_burst(&w, &cl, &sv, N);
   /* spin_once fails the case unless the call whose callback destroyed the
    * context reports it gone */
   while (spin_once(w.ctx, NULL) != SPIN_GONE)

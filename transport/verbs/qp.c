@@ -205,24 +205,8 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
   int inl = total <= tc->max_inline;
   if (need_lkey && !inl && total > VB_BOUNCE)
     return RMX_EINVAL; /* unregistered memory is only for small frames */
-  if (!op) { /* copied now, reported never (RMX_TP_F_SEND_COPY) */
-    if (!need_lkey || total > VB_BOUNCE)
-      return RMX_EINVAL;
-    vb_slot_t *s = slot_take(tc, SLOT_SEND, NULL);
-    uint8_t *b = tc->bounce + (size_t)(s - tc->slots) * VB_BOUNCE, *p = b;
-    for (int i = 0; i < n; i++) {
-      memcpy(p, sge[i].addr, sge[i].len);
-      p += sge[i].len;
-    }
-    s->wr.opcode = IBV_WR_SEND;
-    s->wr.send_flags = inl ? IBV_SEND_INLINE : 0;
-    s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)b, .length = (uint32_t)total,
-                                 .lkey = tc->rx_mr->lkey};
-    s->wr.num_sge = 1;
-    chain(tc, s, 0);
-    return 0;
-  }
-
+  if (!op && (!need_lkey || total > VB_BOUNCE))
+    return RMX_EINVAL; /* copied sends (RMX_TP_F_SEND_COPY) are small frames */
   if (!inl && !need_lkey)
     for (int i = 0; i < n; i++) {
       int rc = vb_lkey(tc, sge[i].mem, &lkey[i]);
@@ -231,20 +215,25 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
     }
   vb_slot_t *s = slot_take(tc, SLOT_SEND, op);
   s->wr.opcode = IBV_WR_SEND;
-  if (inl) {
-    s->wr.send_flags = IBV_SEND_INLINE;
-  } else if (need_lkey) { /* copy into this slot's registered bounce area */
+  if (!op || (need_lkey && !inl)) {
+    /* Into this slot's registered bounce area: a frame without a key too
+     * long to inline, or a copied send (op NULL: done once this returns,
+     * so the caller's bytes are not read later), inlined from there when
+     * it fits. */
     uint8_t *b = tc->bounce + (size_t)(s - tc->slots) * VB_BOUNCE, *p = b;
     for (int i = 0; i < n; i++) {
       memcpy(p, sge[i].addr, sge[i].len);
       p += sge[i].len;
     }
+    s->wr.send_flags = inl ? IBV_SEND_INLINE : 0;
     s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)b, .length = (uint32_t)total,
                                  .lkey = tc->rx_mr->lkey};
     s->wr.num_sge = 1;
     chain(tc, s, 0);
     return 0;
   }
+  if (inl)
+    s->wr.send_flags = IBV_SEND_INLINE;
   for (int i = 0; i < n; i++)
     s->sge[i] = (struct ibv_sge){.addr = (uintptr_t)sge[i].addr, .length = (uint32_t)sge[i].len,
                                  .lkey = inl ? 0 : lkey[i]};
