@@ -234,7 +234,12 @@ int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len, uint32
   k->defer.fn = deferred_end;
   rmx_list_init(&k->defer.link);
   rmx_wire_rpc_t x = {.call_id = k->id, .handler = id};
-  rc = rmx__msg_send(c, req, len, NULL, RMX_FF_RPC_REQ, &x, req_sent,
+  /* Only a rendezvous request needs to hear of its send (req_sent): an
+   * eager one that fails takes the connection down, which ends the call
+   * (rmx__rpc_fail_all), and without a callback it may take the narrow
+   * path (src/msg/send.c). */
+  int eager = len + RMX_WIRE_RPC_LEN <= c->eager_max;
+  rc = rmx__msg_send(c, req, len, NULL, RMX_FF_RPC_REQ, &x, eager ? NULL : req_sent,
                      (void *)(uintptr_t)k->id, &rndv);
   if (rc) {
     rmx_list_push(&c->ctx->free_calls, &k->link);
@@ -280,7 +285,11 @@ static int reply_send(rmx_rpc_req_t *r, int status, const void *data, size_t len
   rmx_wire_rpc_t x = {.call_id = r->call_id, .status = status};
   int rc = RMX_ENOTCONN;
   if (c->state == RMX_CS_ESTABLISHED && r->epoch == c->epoch) { /* not to a reconnected peer */
-    if (!b && len && (rc = rmx__buf_alloc(c->ctx, len, &b)) != 0)
+    /* An eager reply is copied by the send itself (the narrow path, when
+     * nothing waits ahead); a larger one goes from rmx's own copy, since
+     * the caller's memory may go when this returns. */
+    int eager = len + RMX_WIRE_RPC_LEN <= c->eager_max;
+    if (!b && len && !eager && (rc = rmx__buf_alloc(c->ctx, len, &b)) != 0)
       goto out;
     if (b && data && len)
       memcpy(rmx_buf_data(b), data, len);

@@ -50,6 +50,50 @@ static void user_done(rmx__op_t *op, int status)
 
 /* ---- sending ---- */
 
+/*
+ * The narrow path: a small message nobody waits on (no on_sent), on a
+ * transport that copies small frames at the call (RMX_TP_F_SEND_COPY),
+ * with credits to spare and nothing queued ahead. It goes as
+ * rmx__msg_submit would post it, header and payload gathered straight
+ * into the transport's copy, with no op. 0 when it went; else the general
+ * path takes the message (and the transport's refusal, which it retries
+ * or reports).
+ */
+static int send_narrow(rmx_conn_t *c, const void *data, size_t len, uint8_t rpc_flag,
+                       const rmx_wire_rpc_t *rpc)
+{
+  uint8_t hdr[RMX_WIRE_HDR_LEN + RMX_WIRE_RPC_LEN];
+  size_t hlen = RMX_WIRE_HDR_LEN + (rpc_flag ? RMX_WIRE_RPC_LEN : 0);
+  rmx__wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
+  if (rpc_flag)
+    rmx__wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
+  uint16_t returned = rmx__credit_take(&c->cr);
+  rmx__wire_set_credits(hdr, returned);
+  rmx_tp_sge_t sge[2] = {{hdr, hlen, NULL}, {data, len, NULL}};
+  if (c->ops->send(c->tc, sge, len ? 2 : 1, NULL) != 0) {
+    rmx__credit_untake(&c->cr, returned);
+    return -1;
+  }
+  RMX_LOG(c->ctx, TRACE, "%s peer %s: frame of %zu bytes posted (%u credits returned, %u left)",
+          c->ops->name, c->peer, hlen + len, returned, c->cr.credits - 1);
+  c->cr.credits--;
+  c->ka.last_tx = uv_now(c->ctx->loop);
+  c->ka.due = 0;
+  c->stalled = 0;
+  c->st.eager_sent++;
+  c->st.msgs_sent++;
+  c->st.bytes_sent += len;
+  rmx__conn_flush_later(c);
+  return 0;
+}
+
+static int narrow_ok(const rmx_conn_t *c, size_t frame_len)
+{
+  return (c->ops->flags & RMX_TP_F_SEND_COPY) && frame_len <= RMX_TP_SMALL_FRAME &&
+         c->tp_state == RMX_TPS_OPEN && c->cr.credits >= rmx__credit_need(RMX_FR_DATA) &&
+         rmx_list_empty(&c->sendq) && rmx_list_empty(&c->ctrlq) && rmx_list_empty(&c->rmaq);
+}
+
 /* Send a message, or an RPC request/reply (rpc_flag, rpc). *rndv (may be
  * NULL) tells whether it went by rendezvous. */
 int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, uint8_t rpc_flag,
@@ -66,6 +110,11 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
   if (len > c->max_msg)
     return RMX_EMSGSIZE;
 
+  if (rndv)
+    *rndv = 0;
+  if (!cb && !ubuf && len + ext <= c->eager_max &&
+      narrow_ok(c, RMX_WIRE_HDR_LEN + ext + len) && send_narrow(c, data, len, rpc_flag, rpc) == 0)
+    return 0;
   if (len + ext <= c->eager_max) {
     op = rmx__op_get(c->ctx, c, RMX_OP_EAGER);
     if (!op)

@@ -125,6 +125,22 @@ static int send_buf(fp_end_t *e, void *buf, size_t len)
   }
   fp_send_t *s = &e->sends[e->nsends];
   *s = (fp_send_t){.e = e, .buf = buf};
+  if (len <= RMX_EAGER_MSG_MIN && (e->nsends & 1)) {
+    /* Every other small message goes with no on_sent (over verbs, the
+     * narrow path when nothing waits ahead): rmx copies it before the call
+     * returns, so it is sent from a copy scribbled over right after. */
+    uint8_t copy[RMX_EAGER_MSG_MIN];
+    memcpy(copy, buf, len);
+    free(buf);
+    int rc = rmx_send(e->c, copy, len, NULL, NULL);
+    memset(copy, 0xdb, len);
+    if (rc == 0) {
+      *s = (fp_send_t){.e = e, .fired = 1}; /* nothing to run */
+      e->nsends++;
+      e->sent_ok++;
+    }
+    return rc;
+  }
   int rc = rmx_send(e->c, buf, len, fp_sent, s);
   if (rc == 0)
     e->nsends++;

@@ -94,6 +94,10 @@ static void complete_upto(struct rmx_tp_conn *tc, vb_slot_t *upto, int status)
       rmx__vb_slot_fire(tc, s, status);
       return;
     }
+    if (s->kind == SLOT_SEND && !s->op) { /* a copied send: nothing to report */
+      s->kind = SLOT_FREE;
+      continue;
+    }
     /* before a failure we cannot tell delivered from flushed */
     rmx__vb_slot_fire(tc, s, status ? RMX_ECANCELED : 0);
   }
