@@ -489,8 +489,15 @@ void rmx__reconnect_cancel(rmx_conn_t *c);
 
 /* ---- the send scheduler (src/msg/sched.c): queues, posting, control frames ---- */
 void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer);
-/* Send what credits allow: control frames, one-sided ops, messages. */
-void rmx__msg_progress(rmx_conn_t *c);
+/* Send what credits allow: control frames, one-sided ops, messages. Most
+ * calls (after every completion and message) find nothing waiting. */
+void rmx__msg_progress_queued(rmx_conn_t *c);
+static inline void rmx__msg_progress(rmx_conn_t *c)
+{
+  if (!rmx_list_empty(&c->ctrlq) || !rmx_list_empty(&c->rmaq) || !rmx_list_empty(&c->sendq) ||
+      c->reads_blocked)
+    rmx__msg_progress_queued(c);
+}
 /* A new message or write-with-immediate (op): posted now, or queued. */
 void rmx__msg_submit(rmx_conn_t *c, rmx__op_t *op);
 int rmx__msg_queue_fin(rmx_conn_t *c, uint64_t id, int32_t status);

@@ -297,7 +297,8 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
     protocol_error(c, "authentication frame after the handshake");
     return;
   }
-  deliver_ready(c);
+  if (!rmx_list_empty(&c->rxq))
+    deliver_ready(c);
   rmx__msg_maybe_return_credits(c);
   rmx__msg_progress(c);
 }

@@ -119,16 +119,11 @@ static int post_msg(rmx_conn_t *c, rmx__op_t *op)
 
 /* Send what credits allow: control frames first, then user messages. The
  * connection is queued for a flush only when something was posted. */
-void rmx__msg_progress(rmx_conn_t *c)
+void rmx__msg_progress_queued(rmx_conn_t *c)
 {
   rmx_list_t *n;
   int rc, posted = 0;
 
-  /* Most calls (after every completion and every message received) find
-   * nothing waiting: a few loads. */
-  if (rmx_list_empty(&c->ctrlq) && rmx_list_empty(&c->rmaq) && rmx_list_empty(&c->sendq) &&
-      !c->reads_blocked)
-    return;
   if (c->tp_state != RMX_TPS_OPEN || c->state == RMX_CS_CONNECTING ||
       c->state == RMX_CS_RESOLVING)
     return;

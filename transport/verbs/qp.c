@@ -395,6 +395,8 @@ void rmx__vb_flush_all(struct rmx_tp *tp)
 void rmx__vb_flush(struct rmx_tp_conn *tc)
 {
   struct ibv_send_wr *bad;
+  if (!tc->chain && !tc->repost && rmx_list_empty(&tc->bind_wait))
+    return; /* posted already, at the end of the batch that built it */
   /* Credits reach the peer only in what we send: buffers whose credit may
    * be in this batch go back on the receive queue first, or the peer's next
    * send could find the queue empty (an RNR NAK and a timed retry). */
