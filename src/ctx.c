@@ -175,8 +175,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   ctx->opc[RMX_OP_RMA] = ctx->opc[RMX_OP_RMA_IMM] = &rmx__rma_class;
   ctx->tp_env = (rmx_tp_env_t){.loop = ctx->loop, .cfg = &ctx->cfg,
                                .log_level = ctx->cfg.log_level, .log = rmx__log,
-                               .event = rmx__tp_event, .incoming = rmx__tp_incoming,
-                               .strike = rmx__tp_strike};
+                               .event = rmx__tp_event, .recv = rmx__tp_recv,
+                               .incoming = rmx__tp_incoming, .strike = rmx__tp_strike};
   *out = ctx;
   return 0;
 

@@ -473,6 +473,7 @@ int rmx__conn_resolve(rmx_conn_t *c); /* resolve, then connect */
 void rmx__conn_ready(rmx_conn_t *c);
 /* The callbacks the transports are handed (rmx_tp_env_t). */
 void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/conn/event.c */
+void rmx__tp_recv(void *conn, const void *data, size_t len);
 void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
 void rmx__tp_strike(void *conn);                        /* src/conn/guard.c */
 

@@ -141,6 +141,9 @@ typedef struct rmx_tp_env {
   void (*log)(rmx_log_level_t lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
   /* An event for the connection whose owner was given to connect/accept. */
   void (*event)(void *conn_owner, const rmx_tp_ev_t *ev);
+  /* What event() does with an RMX_TP_EV_RECV of data/len, one step
+   * shorter: for a transport's receive loop. */
+  void (*recv)(void *conn_owner, const void *data, size_t len);
   /* A peer asks to connect to the listener of listener_owner and presented
    * its hello (valid during the call). The core answers with accept() or
    * reject() before returning. */

@@ -12,21 +12,37 @@ static const char *const ev_name[] = {"ESTABLISHED", "DISCONNECTED", "CLOSED",
                                       "WRITE",       "ATOMIC",       "IMM"};
 _Static_assert(sizeof(ev_name) / sizeof(ev_name[0]) == RMX_TP_EV_IMM + 1, "a name per event");
 
+/* A frame received: the messages' path, and the handshake's while the
+ * peer authenticates. */
+void rmx__tp_recv(void *owner, const void *data, size_t len)
+{
+  rmx_conn_t *c = owner;
+  rmx_ctx_t *ctx = c->ctx;
+  RMX_LOG(ctx, TRACE, "%s peer %s: RECV, %zu bytes", c->ops->name, c->peer, len);
+  ctx->in_cb++;
+  rmx__conn_spin(c);
+  if (c->state != RMX_CS_AUTH)
+    rmx__msg_recv(c, data, len);
+  else if (rmx__auth_recv(c, data, len)) /* AUTH or AUTH_OK, or refused */
+    rmx__conn_ready(c);
+  ctx->in_cb--;
+}
+
 void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
 {
   rmx_conn_t *c = owner;
   rmx_ctx_t *ctx = c->ctx; /* c may be gone after dispatch; ctx is not */
+  if (ev->type == RMX_TP_EV_RECV) {
+    rmx__tp_recv(owner, ev->data, ev->len);
+    return;
+  }
   /* RMX_LOG=trace: every completion and frame; one comparison when off. */
   RMX_LOG(ctx, TRACE, "%s peer %s: %s, status %d, %zu bytes", c->ops->name, c->peer,
           ev_name[ev->type], ev->status, ev->len);
   ctx->in_cb++;
   rmx__conn_spin(c);
   switch (ev->type) {
-  case RMX_TP_EV_RECV:
-    if (c->state != RMX_CS_AUTH)
-      rmx__msg_recv(c, ev->data, ev->len);
-    else if (rmx__auth_recv(c, ev->data, ev->len)) /* AUTH or AUTH_OK, or refused */
-      rmx__conn_ready(c);
+  case RMX_TP_EV_RECV: /* above */
     break;
   case RMX_TP_EV_IMM:
     if (c->state == RMX_CS_AUTH)

@@ -251,7 +251,7 @@ void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, u
   case TF_FRAME:
     if (!tc->established && !establish_early(tc))
       return;
-    tc_ev(tc, RMX_TP_EV_RECV, 0, NULL, body, blen);
+    tc->tp->env->recv(tc->owner, body, blen);
     break;
   case TF_RD_REQ:
   case TF_WR_REQ:

@@ -170,7 +170,7 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
     rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = ntohl(wc->imm_data), .len = wc->byte_len};
     tc->tp->env->event(tc->owner, &ev);
   } else {
-    rmx__vb_raise(tc, RMX_TP_EV_RECV, 0, NULL, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
+    tc->tp->env->recv(tc->owner, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
   }
   if (tc->dead || tc->closing)
     return;
