@@ -189,6 +189,32 @@ static void chain(struct rmx_tp_conn *tc, vb_slot_t *s, int must_signal)
   tc->chain_last = &s->wr;
 }
 
+/* A send gathered now into the registered bounce area of the slot it
+ * takes, inlined from there when it fits: a copied send (op NULL,
+ * RMX_TP_F_SEND_COPY: nothing of the caller's is read later), or a frame
+ * without a key too long to inline. */
+static int send_copy(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op)
+{
+  uint8_t *b = tc->bounce + (size_t)(tc->head % tc->sq_depth) * VB_BOUNCE;
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    if (sge[i].len > VB_BOUNCE - total)
+      return RMX_EINVAL; /* unregistered memory is only for small frames */
+    memcpy(b + total, sge[i].addr, sge[i].len);
+    total += sge[i].len;
+  }
+  if (total > tc->rx_size)
+    return RMX_EMSGSIZE;
+  vb_slot_t *s = slot_take(tc, SLOT_SEND, op);
+  s->wr.opcode = IBV_WR_SEND;
+  s->wr.send_flags = total <= tc->max_inline ? IBV_SEND_INLINE : 0;
+  s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)b, .length = (uint32_t)total,
+                               .lkey = tc->rx_mr->lkey};
+  s->wr.num_sge = 1;
+  chain(tc, s, 0);
+  return 0;
+}
+
 int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op)
 {
   size_t total = 0;
@@ -201,6 +227,8 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
   /* What is sent may carry a window's key: its bind goes first. */
   if (!rmx__vb_binds_chain(tc) || tc->head - tc->tail >= tc->sq_depth)
     return RMX_EAGAIN;
+  if (!op)
+    return send_copy(tc, sge, n, NULL);
   uint32_t lkey[RMX_TP_MAX_SGE];
   for (int i = 0; i < n; i++) {
     total += sge[i].len;
@@ -209,11 +237,9 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
   if (total > tc->rx_size)
     return RMX_EMSGSIZE;
   int inl = total <= tc->max_inline;
-  if (need_lkey && !inl && total > VB_BOUNCE)
-    return RMX_EINVAL; /* unregistered memory is only for small frames */
-  if (!op && (!need_lkey || total > VB_BOUNCE))
-    return RMX_EINVAL; /* copied sends (RMX_TP_F_SEND_COPY) are small frames */
-  if (!inl && !need_lkey)
+  if (need_lkey && !inl)
+    return send_copy(tc, sge, n, op);
+  if (!inl)
     for (int i = 0; i < n; i++) {
       int rc = vb_lkey(tc, sge[i].mem, &lkey[i]);
       if (rc)
@@ -221,23 +247,6 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
     }
   vb_slot_t *s = slot_take(tc, SLOT_SEND, op);
   s->wr.opcode = IBV_WR_SEND;
-  if (!op || (need_lkey && !inl)) {
-    /* Into this slot's registered bounce area: a frame without a key too
-     * long to inline, or a copied send (op NULL: done once this returns,
-     * so the caller's bytes are not read later), inlined from there when
-     * it fits. */
-    uint8_t *b = tc->bounce + (size_t)(s - tc->slots) * VB_BOUNCE, *p = b;
-    for (int i = 0; i < n; i++) {
-      memcpy(p, sge[i].addr, sge[i].len);
-      p += sge[i].len;
-    }
-    s->wr.send_flags = inl ? IBV_SEND_INLINE : 0;
-    s->sge[0] = (struct ibv_sge){.addr = (uintptr_t)b, .length = (uint32_t)total,
-                                 .lkey = tc->rx_mr->lkey};
-    s->wr.num_sge = 1;
-    chain(tc, s, 0);
-    return 0;
-  }
   if (inl)
     s->wr.send_flags = IBV_SEND_INLINE;
   for (int i = 0; i < n; i++)
