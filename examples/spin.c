@@ -16,7 +16,7 @@
  * Why two processes: a spinning program usually has one busy connection,
  * and over TCP the fast path reads the connection that last had input
  * straight from its socket; any other waits for the loop's turn (every
- * 256 calls). Both ends in one context would measure that wait.
+ * 1024 calls). Both ends in one context would measure that wait.
  */
 #include <poll.h>
 #include <rmx/rmx.h>
@@ -61,7 +61,7 @@ static uint64_t now_ns(void)
  * the connection that last had input over TCP), runs the callbacks that
  * are due, and sends what they and this thread posted before it returns.
  * It never blocks. With RMX_PROGRESS=poll it turns libuv's loop (timers,
- * connection set-up, posts from other threads) only once every 256 calls,
+ * connection set-up, posts from other threads) only once every 1024 calls,
  * so a call that finds nothing is cheap.
  *
  * Spinning costs a whole core. After IDLE_PASSES empty calls in a row the

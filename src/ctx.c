@@ -62,6 +62,7 @@ int rmx_ctx_post(rmx_ctx_t *ctx, rmx_post_fn fn, void *arg)
     rc = RMX_ECANCELED;
   } else {
     rmx_list_push(&ctx->posted, &p->link);
+    atomic_store_explicit(&ctx->post_due, 1, memory_order_relaxed);
     uv_async_send(&ctx->async);
     p = NULL;
   }

@@ -4,6 +4,7 @@
 #define RMX_INT_H
 
 #include <rmx/rmx.h>
+#include <stdatomic.h>
 #include <uv.h>
 
 #include "base/error.h"
@@ -409,6 +410,7 @@ struct rmx_ctx {
   rmx_list_t posted;
   int destroying;  /* no more posts (under post_lock): set as destroy begins */
   _Atomic int posters; /* rmx_ctx_post calls inside the function (any thread) */
+  _Atomic int post_due; /* a post waits: a spinning pass turns the loop now */
   int dying;       /* rmx_ctx_destroy was called: finishing, then freed */
   int running;     /* inside rmx_ctx_run */
   int stop;        /* rmx_ctx_stop was called (the spinning rmx_ctx_run) */

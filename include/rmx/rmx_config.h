@@ -52,7 +52,7 @@ RMX_API void rmx_log_set_handler(rmx_log_fn fn, void *arg);
 typedef enum {
   RMX_PROGRESS_EVENT = 0,   /**< sleep on completion channels and sockets (default) */
   RMX_PROGRESS_POLL = 1,    /**< busy-poll: rmx_ctx_run spins on rmx_ctx_progress(),
-                                 turning the loop every 256 passes */
+                                 turning the loop every 1024 passes */
   RMX_PROGRESS_ADAPTIVE = 2 /**< poll for @c spin_us after the last completion,
                                  message or post, then sleep */
 } rmx_progress_t;

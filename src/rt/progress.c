@@ -57,6 +57,7 @@ int rmx__progress_turn(rmx_ctx_t *ctx)
 {
   ctx->passes = 0;
   ctx->turn_due = 0;
+  atomic_store_explicit(&ctx->post_due, 0, memory_order_relaxed); /* the turn runs them */
   uv_ref((uv_handle_t *)&ctx->async);
   int alive = uv_run(ctx->loop, UV_RUN_NOWAIT);
   uv_unref((uv_handle_t *)&ctx->async);
@@ -80,7 +81,7 @@ void rmx__progress_spin(rmx_ctx_t *ctx)
     if (rmx__progress_pass(ctx)) {
       quiet = 0;
       empty = 0;
-    } else if (spin_ns && ++empty % RMX__TURN_EVERY == 0) {
+    } else if (spin_ns && ++empty % RMX__CLOCK_EVERY == 0) {
       /* The clock once per many empty passes: where it is slow to read,
        * reading it every pass would be most of the spin. */
       uint64_t now = uv_hrtime();

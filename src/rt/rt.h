@@ -40,17 +40,19 @@ static inline int rmx__flush_pending(const rmx_ctx_t *ctx)
 void rmx__defer_run(rmx_ctx_t *ctx);
 
 /* ---- the polling fast path (src/rt/progress.c) ---- */
-#define RMX__TURN_EVERY 256 /* passes between two turns of the loop while spinning */
+#define RMX__TURN_EVERY 1024 /* passes between two turns of the loop while spinning */
+#define RMX__CLOCK_EVERY 256  /* empty passes between two clock reads (adaptive) */
 /* One pass: every transport's completions, deferred work, flushes; no loop
  * turn. Returns the completions handled. */
 int rmx__progress_pass(rmx_ctx_t *ctx);
 /* One non-blocking turn of the loop (timers, connection events, posts). */
 int rmx__progress_turn(rmx_ctx_t *ctx);
 /* Counts a pass: is a turn due after it (every RMX__TURN_EVERY passes, or
- * at once when a transport asked)? */
+ * at once when a transport asked or another thread posted)? */
 static inline int rmx__progress_turn_due(rmx_ctx_t *ctx)
 {
-  return ++ctx->passes >= RMX__TURN_EVERY || ctx->turn_due;
+  return ++ctx->passes >= RMX__TURN_EVERY || ctx->turn_due ||
+         atomic_load_explicit(&ctx->post_due, memory_order_relaxed);
 }
 /* rmx_ctx_run in poll and adaptive progress. */
 void rmx__progress_spin(rmx_ctx_t *ctx);

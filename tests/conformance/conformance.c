@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     T(close_while_connecting), T(close_with_pending_sends), T(close_with_pending_large_sends),
     T(peer_killed_fails_outstanding),
     T(server_survives_killed_client), T(held_loop_keeps_a_talking_peer),
-    T(post_from_other_threads), T(lives_in_callers_loop),
+    T(post_from_other_threads), T(post_runs_at_next_progress), T(lives_in_callers_loop),
     T(names_and_ipv6), T(device_choice),
   };
   char name[64];

@@ -28,6 +28,7 @@ void peer_killed_fails_outstanding(void **state);
 void server_survives_killed_client(void **state);
 void held_loop_keeps_a_talking_peer(void **state);
 void post_from_other_threads(void **state); /* conformance_context.c */
+void post_runs_at_next_progress(void **state);
 void lives_in_callers_loop(void **state);
 void names_and_ipv6(void **state);
 void device_choice(void **state);

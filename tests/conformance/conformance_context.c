@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -42,6 +43,36 @@ static void *post_thread(void *arg)
     if (rmx_ctx_post(t->ctx, on_post, t->p) != 0)
       return (void *)1;
   return NULL;
+}
+
+static void *post_once(void *arg)
+{
+  poster_t *t = arg;
+  return (void *)(intptr_t)rmx_ctx_post(t->ctx, on_post, t->p);
+}
+
+/* A post another thread made has run by the end of the next
+ * rmx_ctx_progress, in every progress mode: a spinning caller does not
+ * wait for the loop's periodic turn (RMX_PROGRESS=poll). */
+void post_runs_at_next_progress(void **state)
+{
+  rmx_ctx_t *ctx = ctx_new(0);
+  posted_t p = {.owner = pthread_self()};
+  poster_t t = {ctx, &p};
+  for (int round = 0; round < 50; round++) {
+    int before = p.count;
+    assert_int_equal(rmx_ctx_progress(ctx) >= 0, 1); /* a pass with nothing due */
+    pthread_t th;
+    void *ret;
+    assert_int_equal(pthread_create(&th, NULL, post_once, &t), 0);
+    assert_int_equal(pthread_join(th, &ret), 0); /* the post has returned */
+    assert_null(ret);
+    assert_int_equal(rmx_ctx_progress(ctx) >= 0, 1);
+    assert_int_equal(p.count, before + 1);
+  }
+  assert_int_equal(p.wrong_thread, 0);
+  ctx_done(ctx);
+  (void)state;
 }
 
 void post_from_other_threads(void **state)
