@@ -18,7 +18,7 @@ void rmx__tp_recv(void *owner, const void *data, size_t len)
 {
   rmx_conn_t *c = owner;
   rmx_ctx_t *ctx = c->ctx;
-  RMX_LOG(ctx, TRACE, "%s peer %s: RECV, %zu bytes", c->ops->name, c->peer, len);
+  RMX_LOG(ctx, TRACE, "%s peer %s: RECV, status 0, %zu bytes", c->ops->name, c->peer, len);
   ctx->in_cb++;
   rmx__conn_spin(c);
   if (c->state != RMX_CS_AUTH)
