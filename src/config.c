@@ -55,7 +55,8 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_MAX_CONNS", max_conns, 1024, 1, 1u << 20,
       "Connections a listener keeps at once; more are refused."),
   NUM("RMX_MAX_HANDSHAKES", max_handshakes, 128, 1, 1u << 16,
-      "Connections in their handshake at once, per listener; more are dropped."),
+      "Connections in their handshake at once, per listener; more wait in the kernel's "
+      "listen backlog (TCP) or are refused (RDMA)."),
   NUM("RMX_RMA_WINDOW", rma_window, 64, 1, RMX_RMA_WINDOW_MAX,
       "Remote reads, writes and atomics a peer may have outstanding here (TCP)."),
   {"RMX_AUTH_SECRET_FILE", FIELD(auth_secret), RMX__SET_SECRET, 0, 0, 0, NULL,
@@ -88,6 +89,9 @@ const rmx__setting_t rmx__settings[] = {
    "How RDMA keys are confined to one connection: memory windows (windows), a protection "
    "domain per connection (pd; no rmx_mem_pack capability keys), or windows where the "
    "device has them, else pd (auto)."},
+  NUM("RMX_HANDSHAKE_TIMEOUT_MS", handshake_timeout_ms, 3000, 1, 3600000,
+      "How long an incoming connection may take over its handshake before it is dropped, in "
+      "ms: a peer that connects and says nothing holds a handshake slot no longer."),
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

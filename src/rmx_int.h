@@ -288,6 +288,7 @@ struct rmx_listener {
   uint32_t refs;       /* 1 for the user + 1 per connection it made, until freed */
   uint32_t nconns;     /* connections it made, not yet freed */
   uint32_t naccepting; /* of those, still in their handshake */
+  uint8_t paused;      /* the transport's listener is paused: naccepting is at the limit */
   rmx__ratelimit_t rl_full;
 };
 
@@ -467,6 +468,7 @@ void rmx__conn_tp_finish(rmx_conn_t *c);     /* its orderly end, after BYE */
 void rmx__conn_closed(rmx_conn_t *c);        /* the transport's CLOSED */
 void rmx__conn_close_watch(rmx_conn_t *c);   /* an orderly close with a deadline */
 void rmx__listener_unref(rmx_listener_t *l);
+void rmx__listener_slots(rmx_listener_t *l); /* pause or resume its transport listener */
 
 /* ---- connection set-up (src/conn/connect.c) ---- */
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);

@@ -230,6 +230,13 @@ typedef struct rmx_tp_ops {
    * request is not answered yet are dropped (TCP: their connect reports
    * RMX_ECONNRESET; verbs: a reject). */
   void (*listen_close)(rmx_tp_listener_t *l);
+  /* Optional (NULL: the core refuses instead): pause (1) or resume (0)
+   * taking new peers, which wait meanwhile where the system holds them
+   * (TCP: the kernel's listen backlog). The transport also pauses on its
+   * own while cfg->max_handshakes peers are before their hello, and drops
+   * a peer whose hello has not come within cfg->handshake_timeout_ms.
+   * Never calls back. */
+  void (*listen_pause)(rmx_tp_listener_t *l, int pause);
 
   /* Start connecting to sa; hello (at most hello_max bytes) is copied.
    * ESTABLISHED (with the peer's hello) or DISCONNECTED follows, from the

@@ -97,8 +97,9 @@ typedef struct rmx_config {
                                     (RMX_CLOSE_TIMEOUT_MS, 5000) */
   uint32_t max_conns;          /**< connections a listener keeps at once; more are refused with
                                     @ref RMX_ECONNREFUSED (RMX_MAX_CONNS, 1024) */
-  uint32_t max_handshakes;     /**< connections a listener has in their handshake at once; more
-                                    are dropped (RMX_MAX_HANDSHAKES, 128) */
+  uint32_t max_handshakes;     /**< connections a listener has in their handshake at once;
+                                    over TCP more wait in the kernel's listen backlog, over
+                                    RDMA they are refused (RMX_MAX_HANDSHAKES, 128) */
   uint32_t rma_window;         /**< remote read, write and atomic requests a peer may have
                                     outstanding here at once (TCP; RMX_RMA_WINDOW, 64) */
   /**
@@ -204,6 +205,14 @@ typedef struct rmx_config {
    * docs/security.md compares them.
    */
   rmx_key_scope_t key_scope;
+  /**
+   * How long an incoming connection may take over its handshake before it
+   * is dropped, in ms (RMX_HANDSHAKE_TIMEOUT_MS, 3000): a peer that
+   * connects and says nothing holds one of the listener's
+   * @c max_handshakes slots no longer than this. Outgoing connects keep
+   * @c connect_timeout_ms.
+   */
+  uint32_t handshake_timeout_ms;
 } rmx_config_t;
 
 /**

@@ -328,13 +328,20 @@ int rmx__auth_check_server(rmx_conn_t *c, const rmx_wire_hello_t *h, const uint8
 
 /* ---- the deadline: a peer cannot hold a connection unauthenticated ---- */
 
+/* An incoming peer has the listener's short handshake limit; our own
+ * connect the connect's. */
+static uint32_t auth_limit(const rmx_conn_t *c)
+{
+  return c->passive ? c->ctx->cfg.handshake_timeout_ms : c->ctx->cfg.connect_timeout_ms;
+}
+
 static void auth_timer_cb(uv_timer_t *t)
 {
   rmx_ctx_t *ctx = t->data;
   uint64_t now = uv_now(ctx->loop);
   rmx_list_t *n;
   char who[400];
-  /* Every deadline is now + the same timeout: the list is in order. */
+  /* The list is in deadline order (rmx__auth_begin). */
   while ((n = ctx->authing.next) != &ctx->authing) {
     rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, auth.link);
     if (c->state == RMX_CS_AUTH && c->auth.deadline > now) {
@@ -344,9 +351,9 @@ static void auth_timer_cb(uv_timer_t *t)
     rmx__auth_end(c);
     if (c->state != RMX_CS_AUTH)
       continue; /* already going down */
-    AUTH_LOG(c, ERROR, "%s: authentication not finished within %u ms "
-             "(RMX_CONNECT_TIMEOUT_MS): closing", peer_name(c, who, sizeof(who)),
-             ctx->cfg.connect_timeout_ms);
+    AUTH_LOG(c, ERROR, "%s: authentication not finished within %u ms (%s): closing",
+             peer_name(c, who, sizeof(who)), auth_limit(c),
+             c->passive ? "RMX_HANDSHAKE_TIMEOUT_MS" : "RMX_CONNECT_TIMEOUT_MS");
     rmx__conn_down(c, RMX_ETIMEDOUT);
   }
 }
@@ -371,10 +378,15 @@ void rmx__auth_begin(rmx_conn_t *c)
 {
   rmx_ctx_t *ctx = c->ctx;
   c->state = RMX_CS_AUTH;
-  c->auth.deadline = uv_now(ctx->loop) + ctx->cfg.connect_timeout_ms;
-  if (rmx_list_empty(&ctx->authing))
-    uv_timer_start(&ctx->auth_timer, auth_timer_cb, ctx->cfg.connect_timeout_ms, 0);
-  rmx_list_push(&ctx->authing, &c->auth.link);
+  c->auth.deadline = uv_now(ctx->loop) + auth_limit(c);
+  /* In deadline order: after the last one due no later (two limits). */
+  rmx_list_t *at = ctx->authing.prev;
+  while (at != &ctx->authing &&
+         rmx_container_of(at, rmx_conn_t, auth.link)->auth.deadline > c->auth.deadline)
+    at = at->prev;
+  if (at == &ctx->authing) /* the first due: the timer follows it */
+    uv_timer_start(&ctx->auth_timer, auth_timer_cb, auth_limit(c), 0);
+  rmx_list_push(at->next, &c->auth.link); /* before at's successor */
   c->auth.waiting = 1;
   if (!c->passive) {
     uint8_t p[RMX_WIRE_AUTH_PROOF_LEN];

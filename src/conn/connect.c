@@ -191,7 +191,11 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
   char addr[96] = "(unknown)", who[128];
   if (ops->peer_addr(tc, &ss) == 0)
     rmx__sa_str((struct sockaddr *)&ss, addr, sizeof(addr));
-  if (l->nconns >= ctx->cfg.max_conns || l->naccepting >= ctx->cfg.max_handshakes) {
+  /* Where the transport can pause its listener, peers past the handshake
+   * limit wait for a slot (rmx__listener_slots) instead of a refusal; the
+   * ones it had taken already are let in. */
+  if (l->nconns >= ctx->cfg.max_conns ||
+      (!ops->listen_pause && l->naccepting >= ctx->cfg.max_handshakes)) {
     RMX_LOG_LIMITED(ctx, &l->rl_full, WARN, "listener full (%u connections, %u in their "
                     "handshake; RMX_MAX_CONNS %u, RMX_MAX_HANDSHAKES %u): refusing %s peer %s",
                     l->nconns, l->naccepting, ctx->cfg.max_conns, ctx->cfg.max_handshakes,
@@ -237,6 +241,7 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
   l->naccepting++;
   c->tc = tc;
   c->tp_state = RMX_TPS_OPEN;
+  rmx__listener_slots(l);
 }
 
 /* ---- connecting ---- */
@@ -410,6 +415,7 @@ void rmx__conn_ready(rmx_conn_t *c)
     rmx_listener_t *l = c->listener;
     c->listener = NULL;
     l->naccepting--;
+    rmx__listener_slots(l);
     if (l->closed) {
       rmx__listener_unref(l);
       rmx__conn_down(c, RMX_ECONNREFUSED);

@@ -202,6 +202,18 @@ static void close_expired(rmx_ctx_t *ctx)
   }
 }
 
+/* Pause the transport's listener while its handshake slots are full;
+ * resume it when one frees. */
+void rmx__listener_slots(rmx_listener_t *l)
+{
+  const rmx_tp_ops_t *ops = l->ctx->tp_ops[l->tpi];
+  int full = l->naccepting >= l->ctx->cfg.max_handshakes;
+  if (!ops->listen_pause || l->closed || full == l->paused)
+    return;
+  l->paused = (uint8_t)full;
+  ops->listen_pause(l->tl, full);
+}
+
 /* The transport is closed: fail what is left, report once, maybe free. */
 static void conn_finish(rmx_conn_t *c)
 {
@@ -212,6 +224,7 @@ static void conn_finish(rmx_conn_t *c)
   c->ctx->up.auth_end(c); /* while c->listener still names where it came in */
   if (c->listener) {
     c->listener->naccepting--;
+    rmx__listener_slots(c->listener);
     rmx__listener_unref(c->listener);
     c->listener = NULL;
   }

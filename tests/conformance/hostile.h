@@ -80,6 +80,7 @@ void pump_for(unsigned ms);
 
 typedef struct srvcfg {
   uint32_t rx_depth, connect_timeout_ms, max_handshakes, max_conns, rma_window;
+  uint32_t handshake_timeout_ms;
 } srvcfg_t;
 
 /* The server's callbacks on a connection it accepted. */

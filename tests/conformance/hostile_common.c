@@ -126,6 +126,8 @@ void srv_start(const srvcfg_t *o)
     cfg.max_conns = o->max_conns;
   if (o && o->rma_window)
     cfg.rma_window = o->rma_window;
+  if (o && o->handshake_timeout_ms)
+    cfg.handshake_timeout_ms = o->handshake_timeout_ms;
 #endif
   assert_int_equal(uv_loop_init(&S.loop), 0);
   uv_timer_init(&S.loop, &S.tick);

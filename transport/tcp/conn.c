@@ -39,6 +39,14 @@ void rmx__tcp_conn_acked(rmx_tp_conn_t *tc, int status)
     establish(tc, NULL, 0);
 }
 
+/* An incoming peer's handshake has a short limit of its own: a peer that
+ * connects and says nothing holds a handshake slot no longer. */
+static uint32_t handshake_ms(const rmx_tp_conn_t *tc)
+{
+  const rmx_config_t *cfg = tc->tp->env->cfg;
+  return tc->passive ? cfg->handshake_timeout_ms : cfg->connect_timeout_ms;
+}
+
 static void timer_cb(uv_timer_t *t)
 {
   rmx_tp_conn_t *tc = t->data;
@@ -48,23 +56,24 @@ static void timer_cb(uv_timer_t *t)
   /* An incoming peer can open silent connections at will. */
   if (tc->passive)
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_handshakes, uv_now(tc->tp->loop), WARN,
-                       "tcp: handshake with incoming peer %s not finished within %u ms", peer,
-                       tc->tp->env->cfg->connect_timeout_ms);
+                       "tcp: handshake with incoming peer %s not finished within %u ms "
+                       "(RMX_HANDSHAKE_TIMEOUT_MS)", peer, handshake_ms(tc));
   else
     RMX_TP_LOG(tc->tp->env, WARN, "tcp: handshake with %s not finished within %u ms", peer,
-               tc->tp->env->cfg->connect_timeout_ms);
+               handshake_ms(tc));
   rmx__tcp_fail(tc, RMX_ETIMEDOUT);
 }
 
 /* ---- life ---- */
 
-rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp)
+rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp, int passive)
 {
   const rmx_config_t *cfg = tp->env->cfg;
   rmx_tp_conn_t *tc = calloc(1, sizeof(*tc));
   if (!tc)
     return NULL;
   tc->tp = tp;
+  tc->passive = (uint8_t)passive;
   tc->max_frame = cfg->eager_size;
   tc->rcap = TF_HDR + cfg->eager_size + RBUF_EXTRA;
   tc->rbuf = malloc(tc->rcap);
@@ -86,7 +95,7 @@ rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp)
   tc->h.data = tc->timer.data = tc;
   tc->open_handles = 2;
   tp->live++;
-  uv_timer_start(&tc->timer, timer_cb, cfg->connect_timeout_ms, 0);
+  uv_timer_start(&tc->timer, timer_cb, handshake_ms(tc), 0);
   return tc;
 }
 
@@ -158,7 +167,7 @@ int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello,
 {
   if (len > TF_HELLO_MAX)
     return RMX_EINVAL;
-  rmx_tp_conn_t *tc = rmx__tcp_conn_new(tp);
+  rmx_tp_conn_t *tc = rmx__tcp_conn_new(tp, 0);
   if (!tc)
     return RMX_ENOMEM;
   memcpy(tc->hello, hello, len);
@@ -214,6 +223,7 @@ static void on_hello(rmx_tp_conn_t *tc, const uint8_t *body, size_t blen)
   l->npending--;
   tc->lst = NULL;
   l->tp->env->incoming(l->owner, tc, body, blen); /* answers with accept or reject */
+  l->tp->up->slot_free(l); /* the next peer waiting may come in */
 }
 
 /*

@@ -41,9 +41,11 @@ void rmx__tcp_conn_close(rmx_tp_conn_t *tc)
     tc->tp->hot = NULL;
   rmx_list_del(&tc->later_link);
   if (tc->lst) {
+    rmx_tp_listener_t *l = tc->lst;
     rmx_list_del(&tc->lst_link);
-    tc->lst->npending--;
+    l->npending--;
     tc->lst = NULL;
+    tc->tp->up->slot_free(l); /* the next peer waiting may come in */
   }
   uv_close((uv_handle_t *)&tc->timer, tc_handle_closed);
   uv_close((uv_handle_t *)&tc->h, tc_handle_closed);

@@ -23,6 +23,48 @@ static void listener_closed(uv_handle_t *h)
   tp_unlive(tp);
 }
 
+/*
+ * Bursts of peers: a listener takes a new socket only while fewer than
+ * RMX_MAX_HANDSHAKES wait for their hello and the core has not paused it.
+ * Otherwise it leaves the socket libuv accepted in libuv's hands (libuv
+ * then stops watching the listening socket) and the rest in the kernel's
+ * listen backlog, and takes it when a handshake ends (listener_kick): a
+ * burst is served in turn, none dropped. A peer that never sends its
+ * hello is dropped after RMX_HANDSHAKE_TIMEOUT_MS (conn.c).
+ */
+static int may_take(const rmx_tp_listener_t *l)
+{
+  return !l->paused && l->npending < l->tp->env->cfg->max_handshakes;
+}
+
+static void take(rmx_tp_listener_t *l)
+{
+  rmx_tp_conn_t *tc = rmx__tcp_conn_new(l->tp, 1);
+  if (!tc) {
+    l->held = 1; /* taken at the next handshake's end */
+    return;
+  }
+  tc->state = TC_WAIT_HELLO;
+  if (uv_accept((uv_stream_t *)&l->h, (uv_stream_t *)&tc->h) != 0) {
+    rmx__tcp_conn_close(tc);
+    return;
+  }
+  rmx__tcp_sock_opts(tc);
+  tc->lst = l;
+  l->npending++;
+  rmx_list_push(&l->pending, &tc->lst_link);
+  if (rmx__tcp_read_start(tc) != 0)
+    rmx__tcp_conn_close(tc);
+}
+
+static void listener_kick(rmx_tp_listener_t *l)
+{
+  if (l->held && may_take(l)) {
+    l->held = 0;
+    take(l); /* libuv watches the listening socket again */
+  }
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
   rmx_tp_listener_t *l = server->data;
@@ -33,32 +75,14 @@ static void on_connection(uv_stream_t *server, int status)
                        "tcp: accept failed: %s", uv_strerror(status));
     return;
   }
-  rmx_tp_conn_t *tc = rmx__tcp_conn_new(l->tp);
-  if (!tc)
-    return;
-  tc->passive = 1;
-  tc->state = TC_WAIT_HELLO;
-  if (uv_accept(server, (uv_stream_t *)&tc->h) != 0) {
-    rmx__tcp_conn_close(tc);
-    return;
-  }
-  const rmx_config_t *cfg = l->tp->env->cfg;
-  if (l->npending >= cfg->max_handshakes) {
-    char peer[80] = "?";
-    if (l->tp->env->log_level >= RMX_LOG_WARN)
-      rmx__tcp_peer(tc, peer, sizeof(peer));
-    RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_handshakes, uv_now(l->tp->loop), WARN,
-                       "tcp: %u handshakes in progress on a listener (RMX_MAX_HANDSHAKES): "
-                       "dropping a new connection from %s", l->npending, peer);
-    rmx__tcp_conn_close(tc);
-    return;
-  }
-  rmx__tcp_sock_opts(tc);
-  tc->lst = l;
-  l->npending++;
-  rmx_list_push(&l->pending, &tc->lst_link);
-  if (rmx__tcp_read_start(tc) != 0)
-    rmx__tcp_conn_close(tc);
+  l->held = 1;
+  listener_kick(l); /* takes it now if a handshake slot is free */
+}
+
+static void tcp_listen_pause(rmx_tp_listener_t *l, int pause)
+{
+  l->paused = (uint8_t)(pause != 0);
+  listener_kick(l);
 }
 
 static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
@@ -108,6 +132,7 @@ static int tcp_local_addr(rmx_tp_conn_t *tc, struct sockaddr_storage *ss)
 static void tcp_listen_close(rmx_tp_listener_t *l)
 {
   rmx_list_t *n;
+  l->paused = 1; /* no socket is taken while the pending ones close */
   while ((n = l->pending.next) != &l->pending)
     rmx__tcp_conn_close(rmx_container_of(n, rmx_tp_conn_t, lst_link));
   uv_close((uv_handle_t *)&l->h, listener_closed);
@@ -189,6 +214,7 @@ static const tcp_up_t up = {
   .acked = rmx__tcp_conn_acked,
   .resp_written = rmx__tcp_resp_written,
   .closed = conn_closed,
+  .slot_free = listener_kick,
 };
 
 static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
@@ -266,6 +292,7 @@ const rmx_tp_ops_t rmx__tcp_ops = {
   .peer_addr = tcp_peer_addr,
   .local_addr = tcp_local_addr,
   .listen_close = tcp_listen_close,
+  .listen_pause = tcp_listen_pause,
   .connect = rmx__tcp_connect,
   .accept = rmx__tcp_accept,
   .reject = rmx__tcp_reject,

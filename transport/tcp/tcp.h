@@ -116,6 +116,9 @@ typedef struct tcp_up {
   void (*resp_written)(rmx_tp_conn_t *tc, void *op, int data, int last, int status);
   /* Both handles of the connection are closed. */
   void (*closed)(rmx_tp_conn_t *tc);
+  /* One of l's handshake slots is free (a hello came, or a socket before
+   * its hello closed): the listener may take the next peer waiting. */
+  void (*slot_free)(rmx_tp_listener_t *l);
 } tcp_up_t;
 
 struct rmx_tp {
@@ -150,6 +153,8 @@ struct rmx_tp_listener {
   void *owner;
   rmx_list_t pending; /* accepted sockets still before their HELLO */
   uint32_t npending;
+  uint8_t paused; /* the core asked: take no new peer */
+  uint8_t held;   /* libuv holds an accepted socket we have not taken yet */
 };
 
 struct rmx_tp_conn {
@@ -274,7 +279,10 @@ void rmx__tcp_cut_writes(rmx_tp_conn_t *tc);
 void rmx__tcp_target_drop(rmx_tp_conn_t *tc);
 
 /* conn.c */
-rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp);
+/* passive: accepted by a listener (its handshake has RMX_HANDSHAKE_TIMEOUT_MS,
+ * a connect's RMX_CONNECT_TIMEOUT_MS). */
+rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp, int passive);
+
 void rmx__tcp_conn_free(rmx_tp_conn_t *tc);
 void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
 void rmx__tcp_conn_acked(rmx_tp_conn_t *tc, int status);
