@@ -112,10 +112,10 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
 
   if (rndv)
     *rndv = 0;
-  if (!cb && !ubuf && len + ext <= c->eager_max &&
-      narrow_ok(c, RMX_WIRE_HDR_LEN + ext + len) && send_narrow(c, data, len, rpc_flag, rpc) == 0)
-    return 0;
   if (len + ext <= c->eager_max) {
+    if (!cb && !ubuf && narrow_ok(c, RMX_WIRE_HDR_LEN + ext + len) &&
+        send_narrow(c, data, len, rpc_flag, rpc) == 0)
+      return 0;
     op = rmx__op_get(c->ctx, c, RMX_OP_EAGER);
     if (!op)
       return RMX_ENOMEM;
