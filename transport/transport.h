@@ -232,7 +232,8 @@ typedef struct rmx_tp_ops {
   void (*listen_close)(rmx_tp_listener_t *l);
   /* Optional (NULL: the core refuses instead): pause (1) or resume (0)
    * taking new peers, which wait meanwhile where the system holds them
-   * (TCP: the kernel's listen backlog). The transport also pauses on its
+   * (TCP: the kernel's listen backlog; verbs: requests held unanswered,
+   * refused after cfg->connect_timeout_ms). TCP also pauses on its
    * own while cfg->max_handshakes peers are before their hello, and drops
    * a peer whose hello has not come within cfg->handshake_timeout_ms.
    * Never calls back. */

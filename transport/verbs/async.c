@@ -110,12 +110,12 @@ static void async_route(vb_async_reader_t *r, const struct ibv_async_event *ev)
     vb_dev_t *dev = rmx_container_of(n, vb_dev_t, async_link);
     if (is_qp_event(t)) {
       /* by CQ, not PD: with RMX_KEY_SCOPE=pd each QP has its own PD */
-      if (ev->element.qp->send_cq == dev->cq) {
+      if (ev->element.qp->send_cq->cq_context == dev) {
         async_deliver(dev, ev);
         break;
       }
     } else if (t == IBV_EVENT_CQ_ERR) {
-      if (ev->element.cq == dev->cq) {
+      if (ev->element.cq->cq_context == dev) {
         async_deliver(dev, ev);
         break;
       }

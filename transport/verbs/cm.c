@@ -170,6 +170,7 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
     return RMX_ENOMEM;
   l->tp = tp;
   l->owner = owner;
+  rmx_list_init(&l->held);
   if (rdma_create_id(tp->ech, &l->id, l, RDMA_PS_TCP)) {
     free(l);
     return rmx__vb_err_from_errno(errno);
@@ -185,7 +186,7 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
               strerror(errno));
   } else if (l->id->verbs && (rc = rmx__vb_dev_get(tp, l->id->verbs, &(vb_dev_t *){NULL})) != 0) {
     /* the address belongs to a device this context will not use */
-  } else if (rdma_listen(l->id, 128)) {
+  } else if (rdma_listen(l->id, VB_BACKLOG)) {
     rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(tp->env, ERROR, "rdma: cannot listen on %s: %s", rmx__sa_str(sa, a, sizeof(a)),
             strerror(errno));
@@ -195,6 +196,8 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
     free(l);
     return rc;
   }
+  uv_timer_init(tp->loop, &l->timer);
+  l->timer.data = l;
   vb_tp_live(tp);
   *out = l;
   return 0;
@@ -238,12 +241,42 @@ int rmx__vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss)
   return 0;
 }
 
-void rmx__vb_listen_close(struct rmx_tp_listener *l)
+/* Refuse a request with a status: "RMXR", then the status (docs/protocol.md). */
+static void reject_with(struct rdma_cm_id *id, int status)
 {
+  uint8_t pd[8];
+  uint32_t magic = htonl(VB_REJECT_MAGIC);
+  int32_t st = (int32_t)htonl((uint32_t)status);
+  memcpy(pd, &magic, 4);
+  memcpy(pd + 4, &st, 4);
+  rdma_reject(id, pd, sizeof(pd));
+}
+
+/* ... one no connection was made for. */
+static void refuse_id(struct rdma_cm_id *id, int status)
+{
+  reject_with(id, status);
+  rdma_destroy_id(id);
+}
+
+static void listener_closed(uv_handle_t *h)
+{
+  struct rmx_tp_listener *l = h->data;
   struct rmx_tp *tp = l->tp;
-  rdma_destroy_id(l->id);
   free(l);
   vb_tp_unlive(tp);
+}
+
+void rmx__vb_listen_close(struct rmx_tp_listener *l)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&l->held)) != NULL) {
+    vb_held_t *h = rmx_container_of(n, vb_held_t, link);
+    refuse_id(h->id, RMX_ECONNREFUSED);
+    free(h);
+  }
+  rdma_destroy_id(l->id);
+  uv_close((uv_handle_t *)&l->timer, listener_closed);
 }
 
 static void on_request(struct rmx_tp_listener *l, struct rdma_cm_id *id, const void *pdata,
@@ -258,6 +291,9 @@ static void on_request(struct rmx_tp_listener *l, struct rdma_cm_id *id, const v
   }
   tc->passive = 1;
   tc->state = VC_REQUESTED;
+  /* A peer that asked may leave the connection half made: it holds a
+   * handshake slot for the handshake's limit, not a connect's. */
+  uv_timer_start(&tc->timer, timer_cb, tp->env->cfg->handshake_timeout_ms, 0);
   rmx__sa_str(rdma_get_peer_addr(id), tc->peer, sizeof(tc->peer));
   int rc = rmx__vb_dev_get(tp, id->verbs, &tc->dev);
   if (rc) {
@@ -265,6 +301,80 @@ static void on_request(struct rmx_tp_listener *l, struct rdma_cm_id *id, const v
     return;
   }
   l->tp->env->incoming(l->owner, tc, pdata, len); /* answers with accept or reject */
+}
+
+/*
+ * While the core has paused the listener (its handshakes are at their
+ * limit), requests wait here unanswered, oldest first, and the peer's
+ * connection manager waits with them, as a TCP peer waits in the kernel's
+ * backlog. A request held for RMX_CONNECT_TIMEOUT_MS is refused as busy
+ * (a peer with the same settings has given up by then), and so is one
+ * past VB_BACKLOG held. A held id has no context: the connection manager
+ * gives it the listener's, and its events (the peer giving up) must not
+ * be taken for a connection's.
+ */
+static void held_run(uv_timer_t *t)
+{
+  struct rmx_tp_listener *l = t->data;
+  uint64_t now = uv_now(l->tp->loop), limit = l->tp->env->cfg->connect_timeout_ms;
+  while (!rmx_list_empty(&l->held)) {
+    vb_held_t *h = rmx_container_of(l->held.next, vb_held_t, link);
+    if (now - h->since < limit && l->paused) {
+      uv_timer_start(&l->timer, held_run, h->since + limit - now, 0);
+      return;
+    }
+    rmx_list_del(&h->link);
+    l->nheld--;
+    if (now - h->since >= limit) {
+      char a[96];
+      RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_refused, now, WARN,
+                         "rdma: refusing %s: its request waited %llu ms for a handshake slot "
+                         "(RMX_MAX_HANDSHAKES, RMX_CONNECT_TIMEOUT_MS)",
+                         rmx__sa_str(rdma_get_peer_addr(h->id), a, sizeof(a)),
+                         (unsigned long long)(now - h->since));
+      refuse_id(h->id, RMX_EAGAIN);
+    } else {
+      on_request(l, h->id, h->pd, h->len); /* may pause the listener again */
+    }
+    free(h);
+  }
+}
+
+static void hold(struct rmx_tp_listener *l, struct rdma_cm_id *id, const void *pdata, size_t len)
+{
+  vb_held_t *h = l->nheld < VB_BACKLOG ? malloc(sizeof(*h)) : NULL;
+  if (!h) {
+    char a[96];
+    RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_refused, uv_now(l->tp->loop), WARN,
+                       "rdma: refusing %s: %u requests already wait for a handshake slot",
+                       rmx__sa_str(rdma_get_peer_addr(id), a, sizeof(a)), l->nheld);
+    refuse_id(id, RMX_EAGAIN);
+    return;
+  }
+  id->context = NULL;
+  h->id = id;
+  h->since = uv_now(l->tp->loop);
+  h->len = len;
+  memcpy(h->pd, pdata, len);
+  rmx_list_push(&l->held, &h->link);
+  if (l->nheld++ == 0)
+    uv_timer_start(&l->timer, held_run, l->tp->env->cfg->connect_timeout_ms, 0);
+}
+
+static void on_connect_request(struct rmx_tp_listener *l, struct rdma_cm_id *id,
+                               const void *pdata, size_t len)
+{
+  if (l->paused || l->nheld) /* in order: none overtakes one held */
+    hold(l, id, pdata, len);
+  else
+    on_request(l, id, pdata, len);
+}
+
+void rmx__vb_listen_pause(struct rmx_tp_listener *l, int pause)
+{
+  l->paused = (uint8_t)(pause != 0);
+  if (!l->paused && l->nheld) /* from the loop: this never calls back */
+    uv_timer_start(&l->timer, held_run, 0, 0);
 }
 
 int rmx__vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len)
@@ -301,16 +411,11 @@ static int local_trouble(int status)
 
 void rmx__vb_reject(struct rmx_tp_conn *tc, int status)
 {
-  uint8_t pd[8];
-  uint32_t magic = htonl(VB_REJECT_MAGIC);
-  int32_t st = (int32_t)htonl((uint32_t)status);
   if (local_trouble(status))
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), ERROR,
                        "rdma: refusing %s: this side cannot take the connection (%s)", tc->peer,
                        rmx_strerror(status));
-  memcpy(pd, &magic, 4);
-  memcpy(pd + 4, &st, 4);
-  rdma_reject(tc->id, pd, sizeof(pd));
+  reject_with(tc->id, status);
   tc->owner = NULL;
   tc->closing = 1;
   tc->state = VC_DONE;
@@ -362,7 +467,7 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
   RMX_TP_LOG(tp->env, DEBUG, "rdma: %s (status %d), peer %s", rdma_event_str(type), status,
              peer);
   if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-    on_request(listen_id->context, id, pd, pdlen);
+    on_connect_request(listen_id->context, id, pd, pdlen);
     return;
   }
   struct rmx_tp_conn *tc = id->context;

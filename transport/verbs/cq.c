@@ -18,25 +18,44 @@
 
 #include "verbs.h"
 
+/* ---- the device's CQs ---- */
+
+static vb_cq_t *cq_of(vb_dev_t *dev, const struct ibv_cq *cq)
+{
+  for (int i = 0; i < dev->ncq; i++)
+    if (dev->cqs[i].cq == cq)
+      return &dev->cqs[i];
+  return NULL;
+}
+
+static void arm_all(vb_dev_t *dev)
+{
+  for (int i = 0; i < dev->ncq; i++)
+    ibv_req_notify_cq(dev->cqs[i].cq, 0);
+}
+
+/* ---- progress ---- */
+
 void rmx__vb_cq_event(uv_poll_t *h, int status, int events)
 {
   vb_dev_t *dev = h->data;
   struct ibv_cq *cq;
   void *cq_ctx;
-  /* One read: the channel's only CQ raises at most one event per arming,
-   * and one still pending would wake the (level-triggered) poll again. */
-  if (ibv_get_cq_event(dev->chan, &cq, &cq_ctx) == 0)
-    dev->unacked++;
-  if (dev->unacked >= VB_ACK_EVERY) {
-    ibv_ack_cq_events(dev->cq, dev->unacked);
-    dev->unacked = 0;
+  vb_cq_t *c = NULL;
+  /* One read: each CQ raises at most one event per arming, and one still
+   * pending would wake the (level-triggered) poll again. */
+  if (ibv_get_cq_event(dev->chan, &cq, &cq_ctx) == 0 && (c = cq_of(dev, cq)) != NULL &&
+      ++c->unacked >= VB_ACK_EVERY) {
+    ibv_ack_cq_events(c->cq, c->unacked);
+    c->unacked = 0;
   }
   if (dev->tp->spin_ns) {
     rmx__vb_cq_drain(dev);
     rmx__vb_spin(dev);
     return;
   }
-  ibv_req_notify_cq(dev->cq, 0);
+  if (c)
+    ibv_req_notify_cq(c->cq, 0);
   rmx__vb_cq_drain(dev);
 }
 
@@ -80,7 +99,7 @@ void rmx__vb_spin_poll(vb_dev_t *dev, int found)
   if (now - dev->spin_quiet < dev->tp->spin_ns)
     return;
   dev->spinning = 0;
-  ibv_req_notify_cq(dev->cq, 0);
+  arm_all(dev);
   rmx__vb_cq_drain(dev);
 }
 
@@ -210,26 +229,29 @@ static void on_wc(const struct ibv_wc *wc)
 }
 
 /*
- * Poll until the CQ is empty, then give back receive buffers and post what
- * the completions' callbacks built (rmx__vb_flush_all); returns how many
- * completions were found. A poll that returns fewer than it asked for
- * found the CQ empty: no second, empty poll before the replies leave.
+ * Poll every CQ until it is empty, then give back receive buffers and post
+ * what the completions' callbacks built (rmx__vb_flush_all); returns how
+ * many completions were found. A poll that returns fewer than it asked for
+ * found its CQ empty: no second, empty poll before the replies leave.
  */
 int rmx__vb_cq_drain(vb_dev_t *dev)
 {
   struct ibv_wc wc[VB_POLL_BATCH];
-  int n, found = 0;
-  do {
-    n = ibv_poll_cq(dev->cq, VB_POLL_BATCH, wc);
-    for (int i = 0; i < n; i++)
-      on_wc(&wc[i]);
-    if (n > 0)
-      found += n;
-  } while (n == VB_POLL_BATCH);
-  if (n >= 0)
-    dev->cq_empty_gen++; /* what was queued before this poll is all seen */
+  int n, found = 0, failed = 0;
+  for (int i = 0; i < dev->ncq; i++) {
+    do {
+      n = ibv_poll_cq(dev->cqs[i].cq, VB_POLL_BATCH, wc);
+      for (int j = 0; j < n; j++)
+        on_wc(&wc[j]);
+      if (n > 0)
+        found += n;
+    } while (n == VB_POLL_BATCH);
+    failed |= n < 0;
+  }
+  if (!failed)
+    dev->cq_empty_gen++; /* what was queued before this pass is all seen */
   else
-    RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling the completion queue of %s failed", dev->name);
+    RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling a completion queue of %s failed", dev->name);
   struct rmx_tp *tp = dev->tp; /* most polls find nothing to give back or post */
   if (!rmx_list_empty(&tp->repost))
     rmx__vb_repost_all(tp);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Devices: the one a context uses, opened on its first connection or
- * listener (the route names it): a PD, and one CQ with a completion channel
- * shared by the context's QPs. Its async events are async.c's.
+ * listener (the route names it): a PD, and CQs on one completion channel
+ * shared by the context's QPs (cq.c adds CQs as connections need room).
+ * Its async events are async.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,11 +37,12 @@ int rmx__vb_device_named(const char *want, struct ibv_device *d)
 
 void rmx__vb_dev_release(vb_dev_t *dev)
 {
-  if (dev->cq) {
-    if (dev->unacked)
-      ibv_ack_cq_events(dev->cq, dev->unacked);
-    if (ibv_destroy_cq(dev->cq))
-      RMX_TP_LOG(dev->tp->env, WARN, "rdma: destroying the CQ of %s failed", dev->name);
+  for (int i = 0; i < dev->ncq; i++) {
+    vb_cq_t *c = &dev->cqs[i];
+    if (c->unacked)
+      ibv_ack_cq_events(c->cq, c->unacked);
+    if (ibv_destroy_cq(c->cq))
+      RMX_TP_LOG(dev->tp->env, WARN, "rdma: destroying a CQ of %s failed", dev->name);
   }
   if (dev->chan && ibv_destroy_comp_channel(dev->chan))
     RMX_TP_LOG(dev->tp->env, WARN, "rdma: destroying the channel of %s failed", dev->name);
@@ -90,11 +92,8 @@ int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out
   }
   dev->pd_per_conn = !has || cfg->key_scope == RMX_KEY_SCOPE_PD;
   dev->windows = has && !dev->pd_per_conn;
-  dev->cq_size = dev->attr.max_cqe < 4096 ? dev->attr.max_cqe : 4096;
-  if (!(dev->cq = ibv_create_cq(verbs, dev->cq_size, dev, dev->chan, 0)) ||
-      ibv_req_notify_cq(dev->cq, 0))
+  if (rmx__vb_cq_open(dev, dev->attr.max_cqe < VB_CQ_FIRST ? dev->attr.max_cqe : VB_CQ_FIRST))
     goto err;
-  dev->cq_size = dev->cq->cqe;
   uv_poll_init(tp->loop, &dev->chan_poll, dev->chan->fd);
   dev->chan_poll.data = dev;
   dev->handles = 1;
@@ -107,7 +106,7 @@ int rmx__vb_dev_get(struct rmx_tp *tp, struct ibv_context *verbs, vb_dev_t **out
   tp->dev = dev;
   *out = dev;
   RMX_TP_LOG(tp->env, INFO, "rdma: using %s (max inline asked %d, CQ %d, %s)", dev->name,
-          VB_INLINE_WANT, dev->cq_size,
+          VB_INLINE_WANT, dev->cqs[0].size,
           dev->windows       ? "keys scoped by memory windows"
           : has              ? "keys scoped by a protection domain per connection (RMX_KEY_SCOPE=pd)"
                              : "no type-2 memory windows: keys scoped by a protection domain "

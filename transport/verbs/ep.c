@@ -56,7 +56,6 @@ void rmx__vb_qp_destroy_qp(struct rmx_tp_conn *tc)
   if (tc->qp) {
     rdma_destroy_qp(tc->id);
     tc->qp = NULL;
-    tc->dev->cq_used -= (int)(tc->sq_depth + tc->rx_count + 2);
   }
 }
 
@@ -64,6 +63,7 @@ void rmx__vb_qp_destroy_qp(struct rmx_tp_conn *tc)
 void rmx__vb_qp_destroy(struct rmx_tp_conn *tc)
 {
   rmx__vb_qp_destroy_qp(tc);
+  rmx__vb_cq_give(tc, 0); /* parked: held until now, its completions may be there */
   if (tc->rx_mr && ibv_dereg_mr(tc->rx_mr))
     RMX_TP_LOG(tc->tp->env, WARN, "rdma: deregistering receive buffers failed");
   tc->rx_mr = NULL;
@@ -96,6 +96,9 @@ static int drain_start(struct rmx_tp_conn *tc)
   if (ibv_post_send(tc->qp, &tc->drain_slot.wr, &bad) != 0)
     return RMX_EIO;
   tc->state = VC_DRAINING;
+  /* What can still complete: the sends in the ring, the receives posted,
+   * the marker. The rest of the QP's room in the CQ is free for others. */
+  rmx__vb_cq_give(tc, (int)(tc->head - tc->tail + tc->rx_posted + 1));
   return 0;
 }
 

@@ -40,15 +40,8 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   if (sq + 1 > (uint32_t)dev->attr.max_qp_wr)
     sq = (uint32_t)dev->attr.max_qp_wr - 1;
   int need = (int)(sq + rq + 2);
-  if (dev->cq_used + need > dev->cq_size) {
-    int want = dev->cq_size * 2 > dev->attr.max_cqe ? dev->attr.max_cqe : dev->cq_size * 2;
-    if (dev->cq_used + need > want || ibv_resize_cq(dev->cq, want) != 0) {
-      RMX_TP_LOG(tp->env, ERROR, "rdma: completion queue of %s is full (%d entries): too many "
-              "connections on one device", dev->name, dev->cq_size);
-      return RMX_ENOMEM;
-    }
-    dev->cq_size = dev->cq->cqe;
-  }
+  if (!(tc->cq = rmx__vb_cq_take(dev, need)))
+    return RMX_ENOMEM;
   tc->sq_depth = sq;
   tc->sig_every = sq / 2 < VB_SIG_EVERY ? sq / 2 : VB_SIG_EVERY;
   tc->rx_count = rq;
@@ -74,7 +67,7 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
     tc->slots[i].tc = tc;
 
   struct ibv_qp_init_attr qa = {
-    .qp_context = tc, .send_cq = dev->cq, .recv_cq = dev->cq, .qp_type = IBV_QPT_RC,
+    .qp_context = tc, .send_cq = tc->cq->cq, .recv_cq = tc->cq->cq, .qp_type = IBV_QPT_RC,
     .cap = {.max_send_wr = sq + 1, .max_recv_wr = rq + 1, .max_send_sge = RMX_TP_MAX_SGE,
             .max_recv_sge = 1, .max_inline_data = VB_INLINE_WANT},
   };
@@ -87,12 +80,20 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   }
   if (rc) {
     rc = rmx__vb_err_from_errno(errno);
-    RMX_TP_LOG(tp->env, ERROR, "rdma: cannot create a queue pair on %s: %s", dev->name,
-            rmx_strerror(rc));
+    /* rdma_cm refuses a QP for a request its peer has already given up
+     * on, which a peer can repeat at will: a line it cannot flood. */
+    if (tc->passive && rc == RMX_EINVAL)
+      RMX_TP_LOG_LIMITED(tp->env, &tp->rl_refused, uv_now(tp->loop), WARN,
+                         "rdma: no queue pair for the request of %s (%s): it may have given "
+                         "up on it", tc->peer, rmx_strerror(rc));
+    else
+      RMX_TP_LOG(tp->env, ERROR, "rdma: cannot create a queue pair on %s: %s", dev->name,
+                 rmx_strerror(rc));
     goto err;
   }
   tc->qp = tc->id->qp;
-  dev->cq_used += need;
+  tc->cq->used += need;
+  tc->cq_resv = need;
   tc->max_inline = qa.cap.max_inline_data;
   tc->max_msg = 1u << 30;
   if (ibv_query_port(dev->verbs, tc->id->port_num, &pattr) == 0 && pattr.max_msg_sz)

@@ -190,6 +190,7 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .local_addr = rmx__vb_local_addr,
   .conn_label = rmx__vb_conn_label,
   .listen_close = rmx__vb_listen_close,
+  .listen_pause = rmx__vb_listen_pause,
   .connect = rmx__vb_connect,
   .accept = rmx__vb_accept,
   .reject = rmx__vb_reject,

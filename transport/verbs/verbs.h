@@ -24,7 +24,20 @@
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
 #define VB_RX_TAG 1u       /* low bit of wr_id: a receive buffer, not a send slot */
 
-/* One device opened by the context: a PD and one CQ shared by its QPs. */
+/* A completion queue shared by some of a device's QPs. Each QP reserves
+ * room for every completion it can raise (its send and receive depths);
+ * a closing QP gives back what can no longer come. */
+typedef struct vb_cq {
+  struct ibv_cq *cq;
+  int size, used;
+  unsigned unacked;        /* events taken, acknowledged in batches */
+} vb_cq_t;
+
+#define VB_CQ_FIRST 4096   /* entries of a device's first CQ; grown, then more added */
+#define VB_CQ_MAX 64       /* CQs per device */
+
+/* One device opened by the context: a PD, and CQs shared by its QPs, added
+ * as connections need room, all on one completion channel. */
 struct vb_async_reader;
 typedef struct vb_dev {
   rmx_list_t link;
@@ -32,10 +45,9 @@ typedef struct vb_dev {
   struct ibv_context *verbs;
   struct ibv_pd *pd;
   struct ibv_comp_channel *chan;
-  struct ibv_cq *cq;
-  int cq_size, cq_used;
-  unsigned unacked;
-  uint64_t cq_empty_gen;   /* times a poll found the CQ empty */
+  vb_cq_t cqs[VB_CQ_MAX];
+  int ncq;
+  uint64_t cq_empty_gen;   /* times a poll found every CQ empty */
   uv_poll_t chan_poll;
   /* adaptive progress: the channel is not armed while spinning, and the
    * idle handler polls the CQ until it has been quiet for spin_ns */
@@ -116,6 +128,8 @@ struct rmx_tp_conn {
   struct rdma_cm_id *id;
   vb_dev_t *dev;
   struct ibv_qp *qp;
+  vb_cq_t *cq;             /* its QP's: both queues complete there */
+  int cq_resv;             /* entries of cq it holds */
   struct ibv_pd *pd;       /* its QP's: own_pd's, or the device's */
   vb_pd_t *own_pd;         /* RMX_KEY_SCOPE=pd: from the QP's creation to its end */
   rmx_list_t pdmrs;        /* RMX_KEY_SCOPE=pd: registrations' MRs in own_pd */
@@ -162,10 +176,25 @@ struct rmx_tp_conn {
   vb_slot_t drain_slot;
 };
 
+/* A connect request the listener holds while the core has paused it. */
+typedef struct vb_held {
+  rmx_list_t link;
+  struct rdma_cm_id *id;
+  uint64_t since;          /* uv_now when it came */
+  size_t len;
+  uint8_t pd[VB_PDATA_MAX];
+} vb_held_t;
+
+#define VB_BACKLOG 1024    /* requests held at most while paused; more are refused */
+
 struct rmx_tp_listener {
   struct rmx_tp *tp;
   void *owner;
   struct rdma_cm_id *id;
+  uint8_t paused;
+  rmx_list_t held;         /* vb_held_t, oldest first */
+  uint32_t nheld;
+  uv_timer_t timer;        /* takes held requests on resume, refuses stale ones */
 };
 
 /*
@@ -232,7 +261,8 @@ struct rmx_tp {
  * and memory windows), qp.c (queue pairs: creation, the send ring, posting,
  * window binds, flush), ep.c (a connection's end: fail,
  * close, drain, reap, parking), pd.c (RMX_KEY_SCOPE=pd: a protection
- * domain per connection, and registrations' MRs in it), err.c (errors to
+ * domain per connection, and registrations' MRs in it), cqs.c (the
+ * device's CQs and the room QPs reserve in them), err.c (errors to
  * RMX_E*); devinfo.c lists
  * the host's devices without an instance. What lower objects need of the
  * instance they reach through the two callbacks it leaves in struct rmx_tp.
@@ -331,6 +361,15 @@ void rmx__vb_flush(struct rmx_tp_conn *tc);
 void rmx__vb_flush_all(struct rmx_tp *tp);
 void rmx__vb_repost_all(struct rmx_tp *tp);
 
+/* cqs.c */
+/* Add a CQ of at least @p size entries; -1 with errno set. */
+int rmx__vb_cq_open(vb_dev_t *dev, int size);
+/* A CQ with room for @p need more entries (growing one or adding one), or
+ * NULL with the reason logged. */
+vb_cq_t *rmx__vb_cq_take(vb_dev_t *dev, int need);
+/* Hold only @p keep of tc's reservation (0: the QP is gone). */
+void rmx__vb_cq_give(struct rmx_tp_conn *tc, int keep);
+
 /* cq.c */
 void rmx__vb_cq_event(uv_poll_t *h, int status, int events);
 int rmx__vb_cq_drain(vb_dev_t *dev);
@@ -368,6 +407,7 @@ int rmx__vb_peer_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
 int rmx__vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
 int rmx__vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len);
 void rmx__vb_listen_close(struct rmx_tp_listener *l);
+void rmx__vb_listen_pause(struct rmx_tp_listener *l, int pause);
 int rmx__vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
                     void *owner, struct rmx_tp_conn **out);
 int rmx__vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len);

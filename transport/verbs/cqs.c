@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The device's CQs: each QP reserves room in one for every completion it
+ * can raise; where none has room the newest grows, or another is added,
+ * up to the device's limits. What completes is cq.c's.
+ */
+#include "verbs.h"
+
+int rmx__vb_cq_open(vb_dev_t *dev, int size)
+{
+  vb_cq_t *c = &dev->cqs[dev->ncq];
+  if (!(c->cq = ibv_create_cq(dev->verbs, size, dev, dev->chan, 0)))
+    return -1;
+  if (ibv_req_notify_cq(c->cq, 0)) {
+    ibv_destroy_cq(c->cq);
+    c->cq = NULL;
+    return -1;
+  }
+  c->size = c->cq->cqe;
+  c->used = 0;
+  c->unacked = 0;
+  dev->ncq++;
+  return 0;
+}
+
+vb_cq_t *rmx__vb_cq_take(vb_dev_t *dev, int need)
+{
+  int max = dev->attr.max_cqe;
+  for (int i = 0; i < dev->ncq; i++)
+    if (dev->cqs[i].used + need <= dev->cqs[i].size)
+      return &dev->cqs[i];
+  /* None has room: grow the newest towards the device's limit, or add one. */
+  if (dev->ncq > 0) {
+    vb_cq_t *c = &dev->cqs[dev->ncq - 1];
+    int want = c->size * 2 > max ? max : c->size * 2;
+    if (c->used + need <= want && ibv_resize_cq(c->cq, want) == 0) {
+      c->size = c->cq->cqe;
+      return c;
+    }
+  }
+  if (dev->ncq < VB_CQ_MAX && dev->ncq < dev->attr.max_cq &&
+      rmx__vb_cq_open(dev, need > VB_CQ_FIRST ? need : VB_CQ_FIRST < max ? VB_CQ_FIRST : max) == 0 &&
+      dev->cqs[dev->ncq - 1].size >= need) {
+    RMX_TP_LOG(dev->tp->env, DEBUG, "rdma: %s: completion queue %d added (%d entries)", dev->name,
+               dev->ncq, dev->cqs[dev->ncq - 1].size);
+    return &dev->cqs[dev->ncq - 1];
+  }
+  RMX_TP_LOG_LIMITED(dev->tp->env, &dev->tp->rl_refused, uv_now(dev->tp->loop), ERROR,
+                     "rdma: the completion queues of %s are full (%d of at most %d, %d entries "
+                     "each at most): too many connections on one device", dev->name, dev->ncq,
+                     dev->attr.max_cq < VB_CQ_MAX ? dev->attr.max_cq : VB_CQ_MAX, max);
+  return NULL;
+}
+
+void rmx__vb_cq_give(struct rmx_tp_conn *tc, int keep)
+{
+  if (tc->cq && keep < tc->cq_resv) {
+    tc->cq->used -= tc->cq_resv - keep;
+    tc->cq_resv = keep;
+  }
+}
+
