@@ -17,6 +17,7 @@
 static const char *const levels[] = {"none", "error", "warn", "info", "debug", "trace"};
 static const char *const modes[] = {"event", "poll", "adaptive"};
 static const char *const scopes[] = {"auto", "windows", "pd"};
+static const char *const srq_modes[] = {"0", "1", "auto"};
 
 #define FIELD(f) #f, offsetof(rmx_config_t, f), sizeof(((rmx_config_t *)0)->f)
 #define NUM(env, f, def, lo, hi, desc) {env, FIELD(f), RMX__SET_NUM, def, lo, hi, NULL, desc}
@@ -92,6 +93,12 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_HANDSHAKE_TIMEOUT_MS", handshake_timeout_ms, 3000, 1, 3600000,
       "How long an incoming connection may take over its handshake before it is dropped, in "
       "ms: a peer that connects and says nothing holds a handshake slot no longer."),
+  {"RMX_SRQ", FIELD(srq), RMX__SET_WORD, RMX_SRQ_AUTO, 0, RMX_SRQ_AUTO, srq_modes,
+   "Verbs receive buffers: each connection its own (0), one shared receive queue per device "
+   "(1), or their own for a device's first 64 connections and shared after (auto)."},
+  NUM("RMX_SRQ_DEPTH", srq_depth, 1024, 16, 1u << 20,
+      "Receive buffers of a shared receive queue (RMX_SRQ), each RMX_EAGER_SIZE bytes; the "
+      "device may allow fewer."),
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

@@ -67,6 +67,13 @@ typedef enum {
   RMX_KEY_SCOPE_PD = 2       /**< a protection domain per connection on any device */
 } rmx_key_scope_t;
 
+/** Where a verbs connection's receive buffers come from (@c srq). TCP ignores it. */
+typedef enum rmx_srq_mode {
+  RMX_SRQ_OFF = 0,  /**< each queue pair posts its own (rx_depth + 2 buffers) */
+  RMX_SRQ_ON = 1,   /**< one shared receive queue per device (srq_depth buffers) */
+  RMX_SRQ_AUTO = 2  /**< its own for a device's first 64 connections, shared after */
+} rmx_srq_mode_t;
+
 /**
  * Context configuration. Fill it with rmx_config_init(), then change fields.
  * New fields are only ever appended (see @c size).
@@ -213,6 +220,18 @@ typedef struct rmx_config {
    * @c connect_timeout_ms.
    */
   uint32_t handshake_timeout_ms;
+  /**
+   * Where a verbs connection's receive buffers come from (RMX_SRQ=0|1|auto,
+   * auto): its own receive queue, or a shared receive queue of
+   * @c srq_depth buffers per device, which idle connections cost nothing
+   * of (docs/scaling.md). A device without shared receive queues, or with
+   * a protection domain per connection (@c key_scope pd), keeps them per
+   * connection (with 1: a connection is refused, @ref RMX_ENOTSUP).
+   */
+  rmx_srq_mode_t srq;
+  /** Receive buffers of a shared receive queue (RMX_SRQ_DEPTH, 1024), each
+   *  @c eager_size bytes; capped by the device. */
+  uint32_t srq_depth;
 } rmx_config_t;
 
 /**

@@ -121,8 +121,13 @@ static void async_route(vb_async_reader_t *r, const struct ibv_async_event *ev)
       }
     } else if (t == IBV_EVENT_DEVICE_FATAL || is_port_event(t)) {
       async_deliver(dev, ev);
+    } else if (t == IBV_EVENT_SRQ_LIMIT_REACHED || t == IBV_EVENT_SRQ_ERR) {
+      if (ev->element.srq->srq_context == dev) {
+        async_deliver(dev, ev);
+        break;
+      }
     }
-    /* SRQ and WQ events: we make neither */
+    /* WQ events: we make none */
   }
   pthread_mutex_unlock(&g_async_lock);
 }
@@ -239,6 +244,13 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
     if (st == RMX_EPROTO && tc->owner)
       env->strike(tc->owner); /* counted once: the flush (cq.c) sees tc->dead */
     rmx__vb_fail(tc, st);
+    break;
+  case IBV_EVENT_SRQ_LIMIT_REACHED:
+    rmx__vb_srq_limit(dev);
+    break;
+  case IBV_EVENT_SRQ_ERR:
+    RMX_TP_LOG(env, ERROR, "rdma: the shared receive queue of %s failed", dev->name);
+    fail_dev_conns(dev, 0, RMX_EIO);
     break;
   case IBV_EVENT_CQ_ERR:
     RMX_TP_LOG(env, ERROR, "rdma: the completion queue of %s overran", dev->name);

@@ -7,13 +7,13 @@
  * destroy the id the event was for.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "verbs.h"
 
 #define CONNECT_PDATA_MAX 56 /* what an RC connect request can carry */
-#define RD_ATOMIC 16         /* RDMA READs in flight per QP, each way */
 
 static void timer_cb(uv_timer_t *t)
 {
@@ -88,49 +88,6 @@ int rmx__vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *he
   return 0;
 }
 
-static void conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p)
-{
-  int rd = RD_ATOMIC;
-  if (tc->dev->attr.max_qp_rd_atom < rd)
-    rd = tc->dev->attr.max_qp_rd_atom;
-  if (tc->dev->attr.max_qp_init_rd_atom < rd)
-    rd = tc->dev->attr.max_qp_init_rd_atom;
-  memset(p, 0, sizeof(*p));
-  p->private_data = tc->hello;
-  p->private_data_len = (uint8_t)tc->hello_len;
-  p->responder_resources = (uint8_t)rd;
-  p->initiator_depth = (uint8_t)rd;
-  /* Never 7: devices read it as "retry forever", and a lost host would
-   * then never be detected. The accepting side's QP takes the connecting
-   * side's value from the request; what it puts here is not used. */
-  p->retry_count = (uint8_t)tc->tp->env->cfg->rc_retry;
-  p->rnr_retry_count = (uint8_t)tc->tp->env->cfg->rnr_retry;
-}
-
-/* The local ACK timeout, on both sides before connect or accept: the CM
- * applies it when it moves the QP to RTS (else it derives one from the
- * path, about a second on RoCE). Failing here leaves the CM's own. */
-static void set_ack_timeout(struct rmx_tp_conn *tc)
-{
-  uint8_t t = rmx__vb_ack_timeout_exp(tc->tp->env->cfg->rc_timeout_ms);
-  if (rdma_set_option(tc->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
-    RMX_TP_LOG(tc->tp->env, WARN, "rdma: cannot set the ACK timeout of the connection to %s "
-               "(%s): the connection manager's default applies", tc->peer, strerror(errno));
-}
-
-/* What the device really took, for whoever measures detection times. */
-static void log_qp_timers(struct rmx_tp_conn *tc)
-{
-  struct ibv_qp_attr a;
-  struct ibv_qp_init_attr ia;
-  if (tc->tp->env->log_level < RMX_LOG_DEBUG || !tc->qp ||
-      ibv_query_qp(tc->qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY, &ia))
-    return;
-  RMX_TP_LOG(tc->tp->env, DEBUG, "rdma: QP 0x%x to %s: ACK timeout exponent %u (%.0f ms), "
-             "retry %u, RNR retry %u", tc->qp->qp_num, tc->peer, a.timeout,
-             a.timeout ? 4.096e-3 * (double)(1ull << a.timeout) : 0.0, a.retry_cnt, a.rnr_retry);
-}
-
 static void on_addr_resolved(struct rmx_tp_conn *tc)
 {
   int rc = rmx__vb_dev_get(tc->tp, tc->id->verbs, &tc->dev);
@@ -148,8 +105,8 @@ static void on_route_resolved(struct rmx_tp_conn *tc)
     rmx__vb_fail(tc, rc);
     return;
   }
-  conn_param(tc, &p);
-  set_ack_timeout(tc);
+  rmx__vb_qp_conn_param(tc, &p);
+  rmx__vb_qp_ack_timeout(tc);
   if (rdma_connect(tc->id, &p)) {
     rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: rdma_connect failed: %s", strerror(errno));
@@ -387,8 +344,8 @@ int rmx__vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_
   int rc = rmx__vb_qp_create(tc);
   if (rc)
     return rc;
-  conn_param(tc, &p);
-  set_ack_timeout(tc);
+  rmx__vb_qp_conn_param(tc, &p);
+  rmx__vb_qp_ack_timeout(tc);
   if (rdma_accept(tc->id, &p)) {
     rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(tc->tp->env, ERROR, "rdma: rdma_accept failed: %s", strerror(errno));
@@ -452,8 +409,18 @@ static int reject_status(struct rmx_tp_conn *tc, const uint8_t *pd, size_t len, 
  * first. rmx__vb_fail reports once, whatever comes later. */
 static void lost(struct rmx_tp_conn *tc, int status)
 {
+  struct ibv_qp_attr a;
+  struct ibv_qp_init_attr ia;
   if (tc->qp && tc->dev)
     rmx__vb_cq_drain(tc->dev);
+  /* On the SRQ no receive is flushed to say that our device refused the
+   * peer: a QP already in the error state at the peer's disconnect says it
+   * (we had not moved it: the connection was live). */
+  if (tc->srq && tc->qp && tc->established && !tc->dead && !tc->closing &&
+      ibv_query_qp(tc->qp, &a, IBV_QP_STATE, &ia) == 0 && a.qp_state == IBV_QPS_ERR) {
+    rmx__vb_went_error(tc);
+    return;
+  }
   rmx__vb_fail(tc, status);
 }
 
@@ -491,11 +458,12 @@ static void on_event(struct rmx_tp *tp, enum rdma_cm_event_type type, int status
     rmx__vb_fail(tc, RMX_EHOSTUNREACH);
     break;
   case RDMA_CM_EVENT_ESTABLISHED:
+    rmx__vb_qp_srq_timer(tc); /* also when the peer's first message came before this event */
     if (!tc->established) {
       tc->established = 1;
       tc->state = VC_UP;
       uv_timer_stop(&tc->timer);
-      log_qp_timers(tc);
+      rmx__vb_qp_log_timers(tc);
       rmx__vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, tc->passive ? NULL : pd,
                     tc->passive ? 0 : pdlen);
     }

@@ -122,6 +122,23 @@ static void complete_upto(struct rmx_tp_conn *tc, vb_slot_t *upto, int status)
   }
 }
 
+/* The QP of a live connection went to the error state under us. Our
+ * device does that when it refused a request of the peer (a remote read,
+ * write or atomic with a bad key or out of bounds, or a malformed one);
+ * the peer's side hears of it as a remote error. The same status whichever
+ * the device reports first: a flush, the QP's async event, or (on the SRQ,
+ * where no receive is flushed) the state found at the peer's disconnect. */
+void rmx__vb_went_error(struct rmx_tp_conn *tc)
+{
+  RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), ERROR,
+                     "rdma: QP 0x%x to %s went into the error state: this side refused a "
+                     "request of the peer (bad key, bounds or rights) or the device failed",
+                     tc->qpn, tc->peer);
+  if (tc->owner)
+    tc->tp->env->strike(tc->owner); /* counted once: the async event sees tc->dead */
+  rmx__vb_fail(tc, RMX_EPROTO);
+}
+
 /* An error completion on a live connection: the connection's error. Which
  * side is at fault is in the status; the log names the peer. */
 static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
@@ -133,18 +150,8 @@ static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
     if (!tc->established)
       return; /* the CM gave up on the connect: its event says why */
     /* Flushed with no error of ours before it: the QP went to the error
-     * state under us. Our device does that when it refused a request of
-     * the peer (a remote read, write or atomic with a bad key or out of
-     * bounds, or a malformed one); the peer's side hears of it as a remote
-     * error. The same status whichever the device reports first: this
-     * flush, or the QP's async event. */
-    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), ERROR,
-                       "rdma: QP 0x%x to %s went into the error state: this side refused a "
-                       "request of the peer (bad key, bounds or rights) or the device failed",
-                       wc->qp_num, tc->peer);
-    if (tc->owner)
-      tc->tp->env->strike(tc->owner); /* counted once: the async event sees tc->dead */
-    rmx__vb_fail(tc, RMX_EPROTO);
+     * state under us. */
+    rmx__vb_went_error(tc);
     return;
   }
   if (wc->status == IBV_WC_RETRY_EXC_ERR)
@@ -157,14 +164,16 @@ static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
   rmx__vb_fail(tc, st);
 }
 
-static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
+/* A message in rx for tc: 1 when the buffer may be given back (the
+ * connection lives on), 0 when its QP is going. */
+static int on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
 {
   if (wc->status != IBV_WC_SUCCESS) {
     qp_error(tc, wc);
-    return; /* flushed buffers are not given back */
+    return 0;
   }
   if (tc->dead || tc->closing || !tc->owner)
-    return;
+    return 0;
   if (wc->wc_flags & IBV_WC_WITH_INV) {
     /* The peer sent with invalidate, which rmx never does: the device has
      * already invalidated the key it named, which may be one of another
@@ -176,14 +185,14 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
     if (tc->owner)
       tc->tp->env->strike(tc->owner);
     rmx__vb_fail(tc, RMX_EPROTO);
-    return;
+    return 0;
   }
   if (!tc->established) { /* the peer's first message beat the CM event */
     tc->established = 1;
     tc->state = VC_UP;
     rmx__vb_raise(tc, RMX_TP_EV_ESTABLISHED, 0, NULL, NULL, 0);
     if (tc->dead || tc->closing)
-      return;
+      return 0;
   }
   if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) { /* the data is already in place */
     rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .imm = ntohl(wc->imm_data), .len = wc->byte_len};
@@ -191,9 +200,20 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
   } else {
     tc->tp->env->recv(tc->owner, (const void *)(uintptr_t)rx->sge.addr, wc->byte_len);
   }
-  if (tc->dead || tc->closing)
+  return !tc->dead && !tc->closing;
+}
+
+/* A buffer of the connection's own: given back in one list per connection
+ * at the end of the batch. */
+static void own_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
+{
+  tc->rx_posted--;
+  if (tc->state == VC_DRAINING) {
+    rmx__vb_check_drained(tc);
     return;
-  /* Given back in one list per connection at the end of the batch. */
+  }
+  if (!on_recv(tc, rx, wc))
+    return; /* flushed or the QP is going: not given back */
   rx->wr.next = NULL;
   if (tc->repost_last)
     tc->repost_last->next = &rx->wr;
@@ -204,16 +224,28 @@ static void on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc
   tc->repost_last = &rx->wr;
 }
 
+/* A shared buffer (RMX_SRQ): its connection is found by QP number, and the
+ * buffer always goes back, whatever became of the connection. A flush
+ * says nothing (the SRQ keeps its buffers when a QP fails; one taken for
+ * a message cut short comes back flushed), and a QP already gone, or a
+ * completion for it still in the CQ, finds no connection. */
+static void shared_recv(vb_rx_t *rx, const struct ibv_wc *wc)
+{
+  vb_dev_t *dev = rx->dev;
+  struct rmx_tp_conn *tc = rmx__vb_qpn_find(dev, wc->qp_num);
+  if (tc && tc->state != VC_DRAINING && wc->status != IBV_WC_WR_FLUSH_ERR)
+    (void)on_recv(tc, rx, wc);
+  rmx__vb_srq_give(dev, rx);
+}
+
 static void on_wc(const struct ibv_wc *wc)
 {
   if (wc->wr_id & VB_RX_TAG) {
     vb_rx_t *rx = (vb_rx_t *)(uintptr_t)(wc->wr_id & ~(uint64_t)VB_RX_TAG);
-    struct rmx_tp_conn *tc = rx->tc;
-    tc->rx_posted--;
-    if (tc->state == VC_DRAINING)
-      rmx__vb_check_drained(tc);
+    if (rx->tc)
+      own_recv(rx->tc, rx, wc);
     else
-      on_recv(tc, rx, wc);
+      shared_recv(rx, wc);
     return;
   }
   vb_slot_t *s = (vb_slot_t *)(uintptr_t)wc->wr_id;
@@ -253,6 +285,8 @@ int rmx__vb_cq_drain(vb_dev_t *dev)
   else
     RMX_TP_LOG(dev->tp->env, ERROR, "rdma: polling a completion queue of %s failed", dev->name);
   struct rmx_tp *tp = dev->tp; /* most polls find nothing to give back or post */
+  if (dev->srq_repost)
+    rmx__vb_srq_repost(dev);
   if (!rmx_list_empty(&tp->repost))
     rmx__vb_repost_all(tp);
   if (!rmx_list_empty(&tp->unflushed))

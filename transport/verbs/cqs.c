@@ -23,33 +23,44 @@ int rmx__vb_cq_open(vb_dev_t *dev, int size)
   return 0;
 }
 
-vb_cq_t *rmx__vb_cq_take(vb_dev_t *dev, int need)
+vb_cq_t *rmx__vb_cq_take(vb_dev_t *dev, int need, int srq)
 {
-  int max = dev->attr.max_cqe;
-  for (int i = 0; i < dev->ncq; i++)
-    if (dev->cqs[i].used + need <= dev->cqs[i].size)
-      return &dev->cqs[i];
+  int max = dev->attr.max_cqe, shared = (int)dev->srq_depth;
+#define ROOM(c) (need + (srq && !(c)->srq_room ? shared : 0))
+  vb_cq_t *c = NULL;
+  for (int i = 0; i < dev->ncq && !c; i++)
+    if (dev->cqs[i].used + ROOM(&dev->cqs[i]) <= dev->cqs[i].size)
+      c = &dev->cqs[i];
   /* None has room: grow the newest towards the device's limit, or add one. */
-  if (dev->ncq > 0) {
-    vb_cq_t *c = &dev->cqs[dev->ncq - 1];
-    int want = c->size * 2 > max ? max : c->size * 2;
-    if (c->used + need <= want && ibv_resize_cq(c->cq, want) == 0) {
-      c->size = c->cq->cqe;
-      return c;
+  if (!c && dev->ncq > 0) {
+    vb_cq_t *n = &dev->cqs[dev->ncq - 1];
+    int want = n->size * 2 > max ? max : n->size * 2;
+    if (n->used + ROOM(n) <= want && ibv_resize_cq(n->cq, want) == 0) {
+      n->size = n->cq->cqe;
+      c = n;
     }
   }
-  if (dev->ncq < VB_CQ_MAX && dev->ncq < dev->attr.max_cq &&
-      rmx__vb_cq_open(dev, need > VB_CQ_FIRST ? need : VB_CQ_FIRST < max ? VB_CQ_FIRST : max) == 0 &&
-      dev->cqs[dev->ncq - 1].size >= need) {
+  int first = need + (srq ? shared : 0);
+  int size = first > VB_CQ_FIRST ? first : VB_CQ_FIRST < max ? VB_CQ_FIRST : max;
+  if (!c && dev->ncq < VB_CQ_MAX && dev->ncq < dev->attr.max_cq &&
+      rmx__vb_cq_open(dev, size) == 0 && dev->cqs[dev->ncq - 1].size >= first) {
+    c = &dev->cqs[dev->ncq - 1];
     RMX_TP_LOG(dev->tp->env, DEBUG, "rdma: %s: completion queue %d added (%d entries)", dev->name,
-               dev->ncq, dev->cqs[dev->ncq - 1].size);
-    return &dev->cqs[dev->ncq - 1];
+               dev->ncq, c->size);
   }
-  RMX_TP_LOG_LIMITED(dev->tp->env, &dev->tp->rl_refused, uv_now(dev->tp->loop), ERROR,
-                     "rdma: the completion queues of %s are full (%d of at most %d, %d entries "
-                     "each at most): too many connections on one device", dev->name, dev->ncq,
-                     dev->attr.max_cq < VB_CQ_MAX ? dev->attr.max_cq : VB_CQ_MAX, max);
-  return NULL;
+#undef ROOM
+  if (!c) {
+    RMX_TP_LOG_LIMITED(dev->tp->env, &dev->tp->rl_refused, uv_now(dev->tp->loop), ERROR,
+                       "rdma: the completion queues of %s are full (%d of at most %d, %d entries "
+                       "each at most): too many connections on one device", dev->name, dev->ncq,
+                       dev->attr.max_cq < VB_CQ_MAX ? dev->attr.max_cq : VB_CQ_MAX, max);
+    return NULL;
+  }
+  if (srq && !c->srq_room) { /* held for the CQ's life */
+    c->srq_room = 1;
+    c->used += shared;
+  }
+  return c;
 }
 
 void rmx__vb_cq_give(struct rmx_tp_conn *tc, int keep)

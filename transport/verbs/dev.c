@@ -37,6 +37,8 @@ int rmx__vb_device_named(const char *want, struct ibv_device *d)
 
 void rmx__vb_dev_release(vb_dev_t *dev)
 {
+  rmx__vb_srq_free(dev); /* before the CQs: the device's QPs are gone */
+  free(dev->qpn_map);
   for (int i = 0; i < dev->ncq; i++) {
     vb_cq_t *c = &dev->cqs[i];
     if (c->unacked)

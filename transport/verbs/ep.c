@@ -54,6 +54,7 @@ void rmx__vb_fail_slots(struct rmx_tp_conn *tc)
 void rmx__vb_qp_destroy_qp(struct rmx_tp_conn *tc)
 {
   if (tc->qp) {
+    rmx__vb_qpn_del(tc->dev, tc); /* completions still in a CQ find no connection */
     rdma_destroy_qp(tc->id);
     tc->qp = NULL;
   }

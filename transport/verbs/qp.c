@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Queue pairs: creation (receive buffers posted as one list), the ring of
+ * Queue pairs: creation (receive buffers posted as one list, or the SRQ),
+ * the parameters the connection manager gives them, the ring of
  * send slots with selective signaling, posting sends, RDMA reads, writes
  * and atomics, and flush, which gives receive buffers back and rings the
  * doorbell. What completes is cq.c's; what ends a QP is ep.c's.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,21 +28,50 @@ static void rx_init(struct rmx_tp_conn *tc, uint32_t i)
   rx->wr.next = i + 1 < tc->rx_count ? &tc->rx[i + 1].wr : NULL;
 }
 
+#define VB_SRQ_AUTO_AT 64 /* RMX_SRQ=auto: QPs a device has before new ones share */
+
+/* Whether tc's QP takes its receives from the device's SRQ: 0 or 1, or an
+ * error when RMX_SRQ=1 cannot be had. */
+static int srq_wanted(struct rmx_tp_conn *tc)
+{
+  const rmx_config_t *cfg = tc->tp->env->cfg;
+  vb_dev_t *dev = tc->dev;
+  if (cfg->srq == RMX_SRQ_OFF || (cfg->srq == RMX_SRQ_AUTO && dev->nqp < VB_SRQ_AUTO_AT))
+    return 0;
+  int rc = rmx__vb_srq_get(dev);
+  if (rc == 0)
+    return 1;
+  if (cfg->srq == RMX_SRQ_AUTO)
+    return 0; /* its own receive queue, as before the threshold */
+  if (rc == RMX_ENOTSUP)
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), ERROR,
+                       "rdma: RMX_SRQ=1, but %s %s: connection refused (RMX_SRQ=auto uses a "
+                       "receive queue per connection there)", dev->name,
+                       dev->pd_per_conn ? "has a protection domain per connection "
+                                          "(RMX_KEY_SCOPE=pd), which a shared queue cannot serve"
+                                        : "has no shared receive queues");
+  return rc;
+}
+
 int rmx__vb_qp_create(struct rmx_tp_conn *tc)
 {
   struct rmx_tp *tp = tc->tp;
   vb_dev_t *dev = tc->dev;
   const rmx_config_t *cfg = tp->env->cfg;
   uint32_t sq = 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
-  uint32_t rq = cfg->rx_depth + 2; /* + BYE and one of slack */
   struct ibv_port_attr pattr;
   struct ibv_recv_wr *bad;
   int rc;
 
+  int srq = srq_wanted(tc);
+  if (srq < 0)
+    return srq;
+  tc->srq = (uint8_t)srq;
+  uint32_t rq = srq ? 0 : cfg->rx_depth + 2; /* + BYE and one of slack */
   if (sq + 1 > (uint32_t)dev->attr.max_qp_wr)
     sq = (uint32_t)dev->attr.max_qp_wr - 1;
   int need = (int)(sq + rq + 2);
-  if (!(tc->cq = rmx__vb_cq_take(dev, need)))
+  if (!(tc->cq = rmx__vb_cq_take(dev, need, srq)))
     return RMX_ENOMEM;
   tc->sq_depth = sq;
   tc->sig_every = sq / 2 < VB_SIG_EVERY ? sq / 2 : VB_SIG_EVERY;
@@ -49,8 +80,8 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   size_t bytes = ((size_t)rq * tc->rx_size + (size_t)sq * VB_BOUNCE + 4095) & ~(size_t)4095;
   tc->rx_mem = aligned_alloc(4096, bytes);
   tc->slots = calloc(sq, sizeof(*tc->slots));
-  tc->rx = calloc(rq, sizeof(*tc->rx));
-  if (!tc->rx_mem || !tc->slots || !tc->rx) {
+  tc->rx = rq ? calloc(rq, sizeof(*tc->rx)) : NULL;
+  if (!tc->rx_mem || !tc->slots || (rq && !tc->rx)) {
     rc = RMX_ENOMEM;
     goto err;
   }
@@ -68,8 +99,10 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
 
   struct ibv_qp_init_attr qa = {
     .qp_context = tc, .send_cq = tc->cq->cq, .recv_cq = tc->cq->cq, .qp_type = IBV_QPT_RC,
-    .cap = {.max_send_wr = sq + 1, .max_recv_wr = rq + 1, .max_send_sge = RMX_TP_MAX_SGE,
-            .max_recv_sge = 1, .max_inline_data = VB_INLINE_WANT},
+    .srq = srq ? dev->srq : NULL,
+    .cap = {.max_send_wr = sq + 1, .max_recv_wr = srq ? 0 : rq + 1,
+            .max_send_sge = RMX_TP_MAX_SGE, .max_recv_sge = srq ? 0 : 1,
+            .max_inline_data = VB_INLINE_WANT},
   };
   /* Devices differ in how much they inline; ask for less until one fits. */
   static const uint32_t inl[] = VB_INLINE_TRY;
@@ -92,8 +125,11 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
     goto err;
   }
   tc->qp = tc->id->qp;
+  tc->qpn = tc->qp->qp_num;
   tc->cq->used += need;
   tc->cq_resv = need;
+  if ((rc = rmx__vb_qpn_add(dev, tc)) != 0)
+    goto err;
   tc->max_inline = qa.cap.max_inline_data;
   tc->max_msg = 1u << 30;
   if (ibv_query_port(dev->verbs, tc->id->port_num, &pattr) == 0 && pattr.max_msg_sz)
@@ -101,7 +137,7 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
 
   for (uint32_t i = 0; i < rq; i++)
     rx_init(tc, i);
-  if ((rc = ibv_post_recv(tc->qp, &tc->rx[0].wr, &bad)) != 0) {
+  if (rq && (rc = ibv_post_recv(tc->qp, &tc->rx[0].wr, &bad)) != 0) {
     rc = rmx__vb_err_from_errno(rc);
     goto err;
   }
@@ -113,6 +149,71 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
 err:
   rmx__vb_qp_destroy(tc);
   return rc;
+}
+
+/* ---- what the connection manager sets on the QP ---- */
+
+#define RD_ATOMIC 16 /* RDMA READs in flight per QP, each way */
+
+void rmx__vb_qp_conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p)
+{
+  int rd = RD_ATOMIC;
+  if (tc->dev->attr.max_qp_rd_atom < rd)
+    rd = tc->dev->attr.max_qp_rd_atom;
+  if (tc->dev->attr.max_qp_init_rd_atom < rd)
+    rd = tc->dev->attr.max_qp_init_rd_atom;
+  memset(p, 0, sizeof(*p));
+  p->private_data = tc->hello;
+  p->private_data_len = (uint8_t)tc->hello_len;
+  p->responder_resources = (uint8_t)rd;
+  p->initiator_depth = (uint8_t)rd;
+  /* Never 7: devices read it as "retry forever", and a lost host would
+   * then never be detected. The accepting side's QP takes the connecting
+   * side's value from the request; what it puts here is not used. */
+  p->retry_count = (uint8_t)tc->tp->env->cfg->rc_retry;
+  /* What the peer's QP does when our receive queue is empty (each side's
+   * value goes to the other's QP). A shared one can run empty under a
+   * burst from many peers while each keeps within its credits: the peer
+   * then retries for as long as it takes (7: for ever), never fails. */
+  p->rnr_retry_count = tc->srq ? 7 : (uint8_t)tc->tp->env->cfg->rnr_retry;
+}
+
+/* The local ACK timeout, on both sides before connect or accept: the CM
+ * applies it when it moves the QP to RTS (else it derives one from the
+ * path, about a second on RoCE). Failing here leaves the CM's own. */
+void rmx__vb_qp_ack_timeout(struct rmx_tp_conn *tc)
+{
+  uint8_t t = rmx__vb_ack_timeout_exp(tc->tp->env->cfg->rc_timeout_ms);
+  if (rdma_set_option(tc->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+    RMX_TP_LOG(tc->tp->env, WARN, "rdma: cannot set the ACK timeout of the connection to %s "
+               "(%s): the connection manager's default applies", tc->peer, strerror(errno));
+}
+
+/* On the SRQ, a peer told "not ready" waits longer before it sends again
+ * than the connection manager's default (0.64 ms): under a burst from many
+ * peers into an empty queue, resends at that pace would take the CPU the
+ * receiver needs to refill it (SoftRoCE then drops packets, and senders
+ * run out of retries). RTS to RTS; the CM has no option for it. */
+#define VB_SRQ_RNR_TIMER 20 /* 10.24 ms */
+void rmx__vb_qp_srq_timer(struct rmx_tp_conn *tc)
+{
+  struct ibv_qp_attr a = {.min_rnr_timer = VB_SRQ_RNR_TIMER};
+  if (tc->srq && tc->qp && ibv_modify_qp(tc->qp, &a, IBV_QP_MIN_RNR_TIMER))
+    RMX_TP_LOG(tc->tp->env, DEBUG, "rdma: QP 0x%x: cannot lengthen its RNR timer: %s",
+               tc->qp->qp_num, strerror(errno));
+}
+
+/* What the device really took, for whoever measures detection times. */
+void rmx__vb_qp_log_timers(struct rmx_tp_conn *tc)
+{
+  struct ibv_qp_attr a;
+  struct ibv_qp_init_attr ia;
+  if (tc->tp->env->log_level < RMX_LOG_DEBUG || !tc->qp ||
+      ibv_query_qp(tc->qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY, &ia))
+    return;
+  RMX_TP_LOG(tc->tp->env, DEBUG, "rdma: QP 0x%x to %s: ACK timeout exponent %u (%.0f ms), "
+             "retry %u, RNR retry %u", tc->qp->qp_num, tc->peer, a.timeout,
+             a.timeout ? 4.096e-3 * (double)(1ull << a.timeout) : 0.0, a.retry_cnt, a.rnr_retry);
 }
 
 /* ---- receive buffers ---- */

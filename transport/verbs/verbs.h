@@ -31,6 +31,7 @@ typedef struct vb_cq {
   struct ibv_cq *cq;
   int size, used;
   unsigned unacked;        /* events taken, acknowledged in batches */
+  uint8_t srq_room;        /* holds room for every shared receive buffer */
 } vb_cq_t;
 
 #define VB_CQ_FIRST 4096   /* entries of a device's first CQ; grown, then more added */
@@ -48,6 +49,17 @@ typedef struct vb_dev {
   vb_cq_t cqs[VB_CQ_MAX];
   int ncq;
   uint64_t cq_empty_gen;   /* times a poll found every CQ empty */
+  /* RMX_SRQ (srq.c): the shared receive queue, made by its first QP */
+  struct ibv_srq *srq;
+  struct vb_rx *srq_rx;
+  uint8_t *srq_mem;
+  struct ibv_mr *srq_mr;
+  uint32_t srq_depth;
+  uint64_t srq_limits;     /* limit events seen */
+  struct ibv_recv_wr *srq_repost, *srq_repost_last;
+  /* every QP of the device by number (srq.c) */
+  struct rmx_tp_conn **qpn_map;
+  uint32_t qpn_cap, nqp;
   uv_poll_t chan_poll;
   /* adaptive progress: the channel is not armed while spinning, and the
    * idle handler polls the CQ until it has been quiet for spin_ns */
@@ -104,9 +116,11 @@ typedef struct vb_slot {
   struct ibv_sge sge[RMX_TP_MAX_SGE];
 } vb_slot_t;
 
-/* One receive buffer; wr_id points at it. */
+/* One receive buffer; wr_id points at it. A shared one (RMX_SRQ) has no
+ * connection, only its device. */
 typedef struct vb_rx {
   struct rmx_tp_conn *tc;
+  struct vb_dev *dev;
   struct ibv_recv_wr wr;
   struct ibv_sge sge;
 } vb_rx_t;
@@ -130,6 +144,8 @@ struct rmx_tp_conn {
   struct ibv_qp *qp;
   vb_cq_t *cq;             /* its QP's: both queues complete there */
   int cq_resv;             /* entries of cq it holds */
+  uint32_t qpn;
+  uint8_t srq, in_map;     /* receives from the device's SRQ; in dev->qpn_map */
   struct ibv_pd *pd;       /* its QP's: own_pd's, or the device's */
   vb_pd_t *own_pd;         /* RMX_KEY_SCOPE=pd: from the QP's creation to its end */
   rmx_list_t pdmrs;        /* RMX_KEY_SCOPE=pd: registrations' MRs in own_pd */
@@ -262,7 +278,8 @@ struct rmx_tp {
  * window binds, flush), ep.c (a connection's end: fail,
  * close, drain, reap, parking), pd.c (RMX_KEY_SCOPE=pd: a protection
  * domain per connection, and registrations' MRs in it), cqs.c (the
- * device's CQs and the room QPs reserve in them), err.c (errors to
+ * device's CQs and the room QPs reserve in them), srq.c (the shared
+ * receive queue, and QPs by number), err.c (errors to
  * RMX_E*); devinfo.c lists
  * the host's devices without an instance. What lower objects need of the
  * instance they reach through the two callbacks it leaves in struct rmx_tp.
@@ -342,6 +359,14 @@ static inline int vb_lkey(struct rmx_tp_conn *tc, rmx_tp_mem_t *m, uint32_t *lke
 
 /* qp.c */
 int rmx__vb_qp_create(struct rmx_tp_conn *tc);
+/* The QP's parameters for rdma_connect/rdma_accept, with the hello. */
+void rmx__vb_qp_conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p);
+/* RMX_RC_TIMEOUT_MS as the local ACK timeout, before connect or accept. */
+void rmx__vb_qp_ack_timeout(struct rmx_tp_conn *tc);
+/* At establishment: the timers the device took (debug), and on the SRQ a
+ * longer RNR timer. */
+void rmx__vb_qp_log_timers(struct rmx_tp_conn *tc);
+void rmx__vb_qp_srq_timer(struct rmx_tp_conn *tc);
 int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *op);
 int rmx__vb_read(struct rmx_tp_conn *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem,
                  uint64_t raddr, uint64_t rkey, void *op);
@@ -365,12 +390,29 @@ void rmx__vb_repost_all(struct rmx_tp *tp);
 /* Add a CQ of at least @p size entries; -1 with errno set. */
 int rmx__vb_cq_open(vb_dev_t *dev, int size);
 /* A CQ with room for @p need more entries (growing one or adding one), or
- * NULL with the reason logged. */
-vb_cq_t *rmx__vb_cq_take(vb_dev_t *dev, int need);
+ * NULL with the reason logged; for a QP on the SRQ (@p srq), also room
+ * for every shared buffer, held once per CQ. */
+vb_cq_t *rmx__vb_cq_take(vb_dev_t *dev, int need, int srq);
 /* Hold only @p keep of tc's reservation (0: the QP is gone). */
 void rmx__vb_cq_give(struct rmx_tp_conn *tc, int keep);
 
+/* srq.c */
+int rmx__vb_qpn_add(vb_dev_t *dev, struct rmx_tp_conn *tc);
+struct rmx_tp_conn *rmx__vb_qpn_find(const vb_dev_t *dev, uint32_t qpn);
+void rmx__vb_qpn_del(vb_dev_t *dev, struct rmx_tp_conn *tc);
+/* The device's SRQ, made and filled the first time: 0, RMX_ENOTSUP (none
+ * on this device, or a PD per connection), or why it could not be made. */
+int rmx__vb_srq_get(vb_dev_t *dev);
+/* A shared buffer is free again: posted at the end of the CQ drain. */
+void rmx__vb_srq_give(vb_dev_t *dev, vb_rx_t *rx);
+void rmx__vb_srq_repost(vb_dev_t *dev);
+/* IBV_EVENT_SRQ_LIMIT_REACHED: refill, re-arm. */
+void rmx__vb_srq_limit(vb_dev_t *dev);
+void rmx__vb_srq_free(vb_dev_t *dev);
+
 /* cq.c */
+/* A live connection's QP went to the error state under us: refused. */
+void rmx__vb_went_error(struct rmx_tp_conn *tc);
 void rmx__vb_cq_event(uv_poll_t *h, int status, int events);
 int rmx__vb_cq_drain(vb_dev_t *dev);
 void rmx__vb_spin(vb_dev_t *dev);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The verbs suites again with every connection on the device's shared
+# receive queue (RMX_SRQ=1), in one VM boot: what runs over verbs must not
+# depend on where receive buffers come from. Then a burst of 200 clients
+# at once into a queue of 16 buffers (RMX_SRQ_DEPTH=16): every message
+# arrives, the queue is drained to its limit and refilled over and over,
+# and the senders wait on "not ready" instead of failing.
+#   srq_check.sh BIN_DIR
+set -uo pipefail
+bin=$1
+export RMX_SRQ=1
+failed=0
+run() { # NAME ENV... -- COMMAND...
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local t0=$SECONDS
+  if env "${envs[@]}" "$@" >"/tmp/srq_check.$name.log" 2>&1; then
+    echo "srq: $name passed ($((SECONDS - t0)) s)"
+  else
+    echo "srq: $name FAILED ($((SECONDS - t0)) s); its output:"
+    tail -n 40 "/tmp/srq_check.$name.log"
+    failed=1
+  fi
+}
+run conformance RMX_RNR_RETRY=0 -- "$bin/rmx-conformance" rdma
+run fastpath RMX_RNR_RETRY=0 -- "$bin/rmx-fastpath" rdma
+run fastpath-poll RMX_RNR_RETRY=0 RMX_PROGRESS=poll -- "$bin/rmx-fastpath" rdma
+run api-order-poll RMX_RNR_RETRY=0 RMX_PROGRESS=poll -- "$bin/rmx-api-order" rdma
+run liveness RMX_RNR_RETRY=0 -- "$bin/rmx-liveness" rdma
+run reconnect RMX_RNR_RETRY=0 -- "$bin/rmx-reconnect" rdma
+run wait-fd RMX_RNR_RETRY=0 -- "$bin/rmx-wait-fd" rdma
+run guard RMX_RNR_RETRY=0 -- "$bin/rmx-guard-test" rdma
+run one-sided RMX_RNR_RETRY=0 RMX_KEEPALIVE_TIMEOUT_MS=120000 -- "$bin/rmx-one-sided" rdma
+run rpc RMX_RNR_RETRY=0 RMX_TEST_RPC_CALLS=2000 -- "$bin/rmx-rpc-test" rdma
+run burst-small-srq RMX_SRQ_DEPTH=16 RMX_LOG=error -- "$bin/rmx-burst" rdma 200 0 0
+run undrained RMX_RNR_RETRY=0 RMX_TEST_QP_ERR_FAILS=1 -- "$bin/rmx-conformance-undrained" rdma
+[ -x "$bin/rmx-auth-test" ] && run auth RMX_RNR_RETRY=0 -- "$bin/rmx-auth-test" rdma
+run verbs-threads RMX_RNR_RETRY=0 -- "$bin/rmx-verbs-threads" rdma
+# last: it takes the port down for good
+run verbs-faults RMX_RNR_RETRY=0 -- "$bin/rmx-verbs-faults" rdma
+exit $failed
