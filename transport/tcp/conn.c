@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "tcp.h"
@@ -176,6 +177,14 @@ int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello,
   tc->creq.data = tc;
   int rc = uv_tcp_connect(&tc->creq, &tc->h, sa, connect_cb);
   if (rc) {
+    if (rc == UV_EMFILE || rc == UV_ENFILE) {
+      struct rlimit rl = {0, 0};
+      getrlimit(RLIMIT_NOFILE, &rl);
+      RMX_TP_LOG_LIMITED(tp->env, &tp->rl_nofd, uv_now(tp->loop), ERROR,
+                         "tcp: cannot connect: out of file descriptors (%s; RLIMIT_NOFILE %llu, "
+                         "%u connections here)", rc == UV_ENFILE ? "the system's, fs.file-max" :
+                         "the process's", (unsigned long long)rl.rlim_cur, tp->nconns);
+    }
     rmx__tcp_conn_close(tc);
     return rmx__uv_err(rc);
   }

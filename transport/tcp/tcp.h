@@ -131,6 +131,7 @@ struct rmx_tp {
   uint32_t nfree_w, nfree_rd, nfree_srv;
   rmx_list_t mem[MEM_BUCKETS];
   rmx_list_t conns; /* every rmx_tp_conn_t not yet freed */
+  rmx_list_t listeners; /* every listener not yet closing */
   uint32_t nconns;  /* how many */
   rmx_tp_conn_t *hot; /* the last connection that read something (busy-polling) */
   rmx_tp_conn_t **by_fd; /* connections the fast path found by socket */
@@ -143,18 +144,24 @@ struct rmx_tp {
   /* Log limiters (base/log.h), one per kind of line a peer can repeat:
    * refused remote accesses, full handshake slots, bad hellos, protocol
    * errors, failed accepts (a connection flood running us out of file
-   * descriptors), writes cut under a released registration. */
-  rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello, rl_proto, rl_accept, rl_cut;
+   * descriptors), writes cut under a released registration, connects out
+   * of descriptors. */
+  rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello, rl_proto, rl_accept, rl_cut, rl_nofd;
 };
 
 struct rmx_tp_listener {
-  uv_tcp_t h;
+  uv_tcp_t h;       /* the listening socket, bound; libuv never watches it... */
+  uv_poll_t poll;   /* ...this does, while the listener may take a peer */
+  uv_timer_t retry; /* out of descriptors: when to try accept again */
   rmx_tp_t *tp;
   void *owner;
   rmx_list_t pending; /* accepted sockets still before their HELLO */
+  rmx_list_t tp_link; /* in tp->listeners */
   uint32_t npending;
-  uint8_t paused; /* the core asked: take no new peer */
-  uint8_t held;   /* libuv holds an accepted socket we have not taken yet */
+  uint8_t paused;   /* the core asked: take no new peer */
+  uint8_t polling;  /* poll is started */
+  uint8_t starved;  /* accept ran out of descriptors: retry is started */
+  uint8_t handles;  /* open handles of h, poll and retry */
 };
 
 struct rmx_tp_conn {
