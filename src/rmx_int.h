@@ -431,9 +431,10 @@ struct rmx_ctx {
   rmx_list_t conns;
   rmx_list_t listeners;
   rmx__pool_t pool;
-  rmx_list_t free_ops;
+  rmx_list_t free_ops;  /* at most RMX__OPS_KEEP (rt.c): a burst's ops go back to malloc */
   rmx_list_t free_rma;
   uint64_t ops_allocated;
+  uint32_t nfree_ops;
   rmx__regcache_t rc;
   rmx_ctx_stats_t st;
   rmx_list_t handlers[RMX_HANDLER_BUCKETS];

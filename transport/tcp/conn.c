@@ -13,8 +13,6 @@
 
 #include "tcp.h"
 
-#define RBUF_EXTRA (64u << 10)
-
 /* ---- the handshake ---- */
 
 /* The handshake is over: tell the owner (data/len: the peer's hello, on the
@@ -76,12 +74,8 @@ rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp, int passive)
   tc->tp = tp;
   tc->passive = (uint8_t)passive;
   tc->max_frame = cfg->eager_size;
-  tc->rcap = TF_HDR + cfg->eager_size + RBUF_EXTRA;
-  tc->rbuf = malloc(tc->rcap);
-  if (!tc->rbuf) {
-    free(tc);
-    return NULL;
-  }
+  tc->rbuf = tc->rsmall; /* the large one when traffic needs it (stream.c) */
+  tc->rcap = RBUF_SMALL;
   rmx_list_init(&tc->rd_pending);
   rmx_list_init(&tc->lst_link);
   rmx_list_init(&tc->srvq);
@@ -111,7 +105,8 @@ void rmx__tcp_conn_free(rmx_tp_conn_t *tc)
   tc->tp->nconns--;
   if (tc->by_fd >= 0 && tc->tp->by_fd[tc->by_fd] == tc)
     tc->tp->by_fd[tc->by_fd] = NULL;
-  free(tc->rbuf);
+  if (tc->rbuf != tc->rsmall)
+    free(tc->rbuf);
   free(tc);
 }
 

@@ -30,6 +30,14 @@
 #define FREE_KEEP 256 /* request records kept for reuse */
 #define MEM_BUCKETS 1024
 #define TC_BATCH_BUFS 64 /* buffers one batch of sends writes (a frame takes 2 to 4) */
+/* The read buffer: RBUF_SMALL bytes inside the connection until traffic
+ * needs more (a frame that does not fit, or a read that fills it), then
+ * TF_HDR + eager_size + RBUF_EXTRA from malloc, given back after
+ * RBUF_QUIET reads in a row that each fit the small one and left nothing
+ * buffered. An idle connection holds no read buffer of its own. */
+#define RBUF_SMALL 512
+#define RBUF_EXTRA (64u << 10)
+#define RBUF_QUIET 32
 
 typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT, W_RESP } wkind_t;
 
@@ -178,8 +186,11 @@ struct rmx_tp_conn {
   uint8_t open_handles;
   uint8_t hello[TF_HELLO_MAX];
   size_t hello_len;
-  uint8_t *rbuf;
+  uint8_t *rbuf;         /* rsmall, or a large buffer while traffic needs one */
   size_t rcap, rlen, rpos;
+  size_t rneed;          /* a frame's head that does not fit rcap: grow to this */
+  uint8_t rfull;         /* the last read filled the small buffer: grow */
+  uint8_t rquiet;        /* reads in a row that the small buffer would have held */
   sink_t sink;
   int sinking;
   rmx_list_t rd_pending;
@@ -205,6 +216,7 @@ struct rmx_tp_conn {
   unsigned bq_n;
   uv_buf_t bq_bufs[TC_BATCH_BUFS];
   rmx_list_t tp_link;  /* in tp->conns */
+  uint8_t rsmall[RBUF_SMALL];
 };
 
 static inline void tc_ev(rmx_tp_conn_t *tc, rmx_tp_ev_type_t t, int status, void *op,
