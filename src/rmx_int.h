@@ -420,6 +420,8 @@ struct rmx_ctx {
   int in_cb;       /* inside one of rmx's loop callbacks (user callbacks run there) */
   int torn_down;
   uint32_t nmems;  /* user registrations not yet released */
+  uint64_t mem_reg_bytes; /* their bytes */
+  uint64_t nconns; /* on ctx->conns (rmx_ctx_stats) */
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
   uv_timer_t close_timer;

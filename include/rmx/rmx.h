@@ -573,26 +573,7 @@ RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on
 
 #include <rmx/rmx_ops.h> /* one-sided RDMA and RPC */
 
-/* ------------------------------------------------------------------ */
-/** @name Context statistics                                            */
-/* ------------------------------------------------------------------ */
-/**@{*/
-
-/** Context counters. */
-typedef struct rmx_ctx_stats {
-  uint64_t reg_cache_hits;      /**< transfers that reused a cached registration */
-  uint64_t reg_cache_misses;    /**< transfers that registered memory */
-  uint64_t reg_cache_evictions; /**< registrations dropped: unmapped, deregistered, or over the limit */
-  uint64_t reg_cache_bytes;     /**< bytes registered in the cache now */
-  uint64_t pool_bytes;          /**< bytes the buffer pool holds now, in use or kept for reuse
-                                     (eager buffers, rendezvous destinations) */
-} rmx_ctx_stats_t;
-
-/** @brief Copy the context's counters into @p st.
- *  @param ctx  the context
- *  @param[out] st  where the counters go */
-RMX_API void rmx_ctx_stats(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st);
-/**@}*/
+#include <rmx/rmx_stats.h> /* rmx_ctx_stats */
 
 #ifdef __cplusplus
 }

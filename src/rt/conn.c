@@ -40,6 +40,7 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi)
   c->defer_finish.fn = deferred_finish;
   c->defer_free.fn = deferred_free;
   rmx_list_push(&ctx->conns, &c->link);
+  ctx->nconns++;
   return c;
 }
 
@@ -148,6 +149,7 @@ static void deferred_free(rmx__deferred_t *d)
     rmx__listener_unref(c->from);
   }
   rmx_list_del(&c->link);
+  ctx->nconns--;
   free(c);
   if (ctx->dying)
     ctx->up.conn_freed(ctx);

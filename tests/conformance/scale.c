@@ -48,19 +48,24 @@ static rmx_ctx_t *s_ctx;
 
 /* The heap less the buffer pool's slabs, which the pool keeps for reuse
  * (rmx_ctx_stats' pool_bytes says how much). */
+static rmx_ctx_stats_t stats(void)
+{
+  rmx_ctx_stats_t st;
+  rmx_ctx_stats_get(s_ctx, &st, sizeof(st));
+  return st;
+}
+
 static long long heap_bytes(void)
 {
   struct mallinfo2 mi = mallinfo2();
-  rmx_ctx_stats_t st;
-  rmx_ctx_stats(s_ctx, &st);
-  return (long long)(mi.uordblks + mi.hblkhd) - (long long)st.pool_bytes;
+  return (long long)(mi.uordblks + mi.hblkhd) - (long long)stats().pool_bytes;
 }
 
 #define BUSY_MAX 1000 /* connections that also carry a large message */
 #define ROUNDS 40     /* small round trips after it, each waiting for the last */
 #define BIG 2000      /* bytes: more than a connection's small read buffer */
 
-static int n_want, accepted, echoed, gone;
+static int n_want, accepted, echoed, gone, idle_conns, after_conns;
 static long long base, idle, idle2, after;
 static uv_timer_t settle;
 static long long slack;
@@ -70,16 +75,21 @@ static void s_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
 {
   int busy = n_want < BUSY_MAX ? n_want : BUSY_MAX;
   (void)arg;
+  if (echoed == 0) { /* the clients send once all connected: all idle until now */
+    idle = heap_bytes();
+    idle_conns = (int)stats().conns;
+  }
   if (rmx_send(c, data, len, NULL, NULL) == 0 && ++echoed == n_want + busy * (1 + ROUNDS))
     idle2 = heap_bytes(); /* every connection idle again */
 }
 
-/* After the last close: wait for the connections' ends to be freed (each
- * one's handles close on the loop), then stop. */
+/* After the last close: wait until the context has freed every connection
+ * (each one's handles close on the loop), then measure and stop. */
 static void settle_cb(uv_timer_t *t)
 {
   after = heap_bytes();
-  if (after <= base + slack || --settle_left == 0) {
+  after_conns = (int)stats().conns;
+  if (after_conns == 0 || --settle_left == 0) {
     uv_timer_stop(t);
     rmx_ctx_stop(s_ctx);
   }
@@ -100,9 +110,7 @@ static void s_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
   (void)arg;
   rmx_conn_cbs_t cbs = {.on_recv = s_recv, .on_disconnect = s_gone};
   rmx_conn_set_cbs(c, &cbs, NULL);
-  /* The clients send once all have connected, which is after this. */
-  if (++accepted == n_want)
-    idle = heap_bytes();
+  accepted++;
 }
 
 static int serve(int out, int n)
@@ -123,8 +131,8 @@ static int serve(int out, int n)
   base = heap_bytes();
   dprintf(out, "%s\n", bound);
   rmx_ctx_run(s_ctx);
-  dprintf(out, "%d %d %d %lld %lld %lld %lld\n", accepted, echoed, gone, base, idle, idle2,
-          after);
+  dprintf(out, "%d %d %d %lld %lld %lld %lld %d %d\n", accepted, echoed, gone, base, idle, idle2,
+          after, idle_conns, after_conns);
   uv_close((uv_handle_t *)&settle, NULL);
   rmx_listener_close(l);
   rmx_ctx_destroy(s_ctx);
@@ -235,10 +243,10 @@ int main(int argc, char **argv)
   for (int i = 0; i < n; i++)
     rmx_conn_close(c[i], NULL, NULL);
 
-  int acc, echo, gone_n, st;
+  int acc, echo, gone_n, st, c_idle, c_after;
   long long b, i_, i2, a;
-  /* The server stops once every connection is gone and its heap is back
-   * (or after its own 20 s): keep this side's closes going meanwhile. */
+  /* The server stops once it has freed every connection (or after its own
+   * 20 s): keep this side's closes going meanwhile. */
   for (;;) {
     rmx_ctx_progress(ctx);
     int w = waitpid(pid, &st, WNOHANG);
@@ -247,7 +255,8 @@ int main(int argc, char **argv)
     usleep(100);
   }
   server_pid = 0;
-  if (fscanf(from, "%d %d %d %lld %lld %lld %lld", &acc, &echo, &gone_n, &b, &i_, &i2, &a) != 7)
+  if (fscanf(from, "%d %d %d %lld %lld %lld %lld %d %d", &acc, &echo, &gone_n, &b, &i_, &i2, &a,
+             &c_idle, &c_after) != 9)
     FAIL("the server did not report");
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
     FAIL("the server exited badly");
@@ -257,6 +266,9 @@ int main(int argc, char **argv)
   if (acc != n || echo != n + busy * (1 + ROUNDS) || gone_n != n)
     FAIL("the server accepted %d, echoed %d, saw %d go; want %d, %d, %d", acc, echo, gone_n, n,
          n + busy * (1 + ROUNDS), n);
+  if (c_idle != n || c_after != 0)
+    FAIL("the server's rmx_ctx_stats counted %d connections with all %d up, %d after", c_idle, n,
+         c_after);
   printf("scale: %d connections accepted, one message each way on each (%d of them a large one "
          "and %d round trips more), all closed\n", n, busy, ROUNDS);
 #ifdef __SANITIZE_ADDRESS__
