@@ -34,6 +34,7 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi)
   for (int i = 0; i < RMX_CALL_BUCKETS; i++)
     rmx_list_init(&c->calls[i]);
   rmx_list_init(&c->close_link);
+  rmx_list_init(&c->ka.link);
   rmx_list_init(&c->recon.link);
   rmx_list_init(&c->defer_finish.link);
   rmx_list_init(&c->defer_free.link);
@@ -149,6 +150,7 @@ static void deferred_free(rmx__deferred_t *d)
     rmx__listener_unref(c->from);
   }
   rmx_list_del(&c->link);
+  rmx_list_del(&c->ka.link); /* out of its liveness queue */
   ctx->nconns--;
   free(c);
   if (ctx->dying)
