@@ -92,6 +92,9 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_HANDSHAKE_TIMEOUT_MS", handshake_timeout_ms, 3000, 1, 3600000,
       "How long an incoming connection may take over its handshake before it is dropped, in "
       "ms: a peer that connects and says nothing holds a handshake slot no longer."),
+  NUM("RMX_IDLE_TIMEOUT_MS", idle_timeout_ms, 0, 0, 86400000,
+      "Close a connection that has carried no message (either way) for this long, in ms; "
+      "keepalives and credit returns do not count; 0: never."),
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

@@ -312,9 +312,9 @@ typedef struct rmx__alive {
   uint64_t blocked_at; /* messages found waiting for credits, 0 when not */
   uint32_t peer_limit; /* the peer's silence limit (its hello); 0: none */
   uint32_t send_ms, every; /* send a frame after send_ms without one (0: never); look every */
-  uint8_t due;         /* a keepalive is queued and nothing has gone out since */
+  uint8_t due, idle;   /* a keepalive is queued and nothing has gone out since; idle closed */
   rmx_list_t link;     /* in its period's queue (ctx->alive_q) while watched */
-  uint64_t check_at;   /* when it is looked at next */
+  uint64_t check_at, last_msg; /* when it is looked at next; a message came or went */
 } rmx__alive_t;
 
 /* Reconnect of a client connection (src/conn/reconnect.c). */

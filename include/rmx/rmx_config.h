@@ -213,6 +213,16 @@ typedef struct rmx_config {
    * @c connect_timeout_ms.
    */
   uint32_t handshake_timeout_ms;
+  /**
+   * Close an established connection that has carried no message for this
+   * long, in ms (RMX_IDLE_TIMEOUT_MS, 0 = never, the default). Messages,
+   * RPCs, writes with immediate and one-sided completions either way count;
+   * keepalives and credit returns do not, so a peer that only keeps the
+   * connection alive loses it. The peer is sent BYE; this side's
+   * @c on_disconnect gets @ref RMX_ETIMEDOUT. Checked at least every
+   * @c keepalive_ms, so a connection goes within the limit plus that.
+   */
+  uint32_t idle_timeout_ms;
 } rmx_config_t;
 
 /**

@@ -22,6 +22,10 @@
  * the established state drops out when it comes up; one freed is unlinked
  * (rt/conn.c).
  *
+ * RMX_IDLE_TIMEOUT_MS: a connection that has carried no message (ka.last_msg:
+ * anything but CREDIT and BYE frames, either way) for that long is closed
+ * at a check: its period is then at most the limit.
+ *
  * A check that comes more than a period after its time found the loop
  * held (a long callback, a long call between turns, a stalled machine):
  * what the peer sent meanwhile is still unread, since libuv runs timers
@@ -104,10 +108,11 @@ void rmx__alive_start(rmx_conn_t *c)
 {
   rmx_ctx_t *ctx = c->ctx;
   uint64_t now = uv_now(ctx->loop);
-  c->ka.last_rx = c->ka.last_tx = c->ka.credit_at = now;
+  c->ka.last_rx = c->ka.last_tx = c->ka.credit_at = c->ka.last_msg = now;
   c->ka.blocked_at = 0;
   /* Never longer than our own interval, so it is also how often we check. */
-  c->ka.every = c->ka.send_ms = min_nz(ctx->cfg.keepalive_ms, c->ka.peer_limit / 3);
+  c->ka.send_ms = min_nz(ctx->cfg.keepalive_ms, c->ka.peer_limit / 3);
+  c->ka.every = min_nz(c->ka.send_ms, ctx->cfg.idle_timeout_ms);
   rmx_list_del(&c->ka.link); /* established again (a reconnect) */
   if (c->ka.every == 0)
     return; /* neither side watches */
@@ -121,6 +126,22 @@ static int credit_blocked(const rmx_conn_t *c)
 {
   return !rmx_list_empty(&c->sendq) && c->cr.credits < rmx__credit_need(RMX_FR_DATA) &&
          rmx_list_empty(&c->rndv_wait);
+}
+
+/* RMX_IDLE_TIMEOUT_MS: no message for that long (keepalives and credit
+ * returns do not count). The peer gets BYE; on_disconnect here gets
+ * RMX_ETIMEDOUT. 1 when it was closed. */
+static int idle_check(rmx_conn_t *c, uint64_t now)
+{
+  uint32_t idle = c->ctx->cfg.idle_timeout_ms;
+  if (!idle || now - c->ka.last_msg < idle)
+    return 0;
+  RMX_LOG(c->ctx, INFO, "%s peer %s: no message for %llu ms (RMX_IDLE_TIMEOUT_MS %u): closing",
+          c->ops->name, c->peer, (unsigned long long)(now - c->ka.last_msg), idle);
+  rmx__msg_queue_bye(c);
+  c->ka.idle = 1;
+  rmx__conn_down(c, RMX_ETIMEDOUT);
+  return 1;
 }
 
 /* 1 when the connection was declared lost. */
@@ -170,7 +191,7 @@ static void alive_tick(uv_timer_t *t)
       rmx_list_del(&c->ka.link);
       if (c->state != RMX_CS_ESTABLISHED)
         continue; /* alive_start puts it back if it is established again */
-      if (limit && !held && watch(c, now, limit))
+      if ((limit && !held && watch(c, now, limit)) || (!held && idle_check(c, now)))
         continue; /* down: callbacks ran, but frees are deferred */
       if (c->ka.send_ms && now - c->ka.last_tx >= c->ka.send_ms && !c->ka.due &&
           rmx__credit_frame_ok(&c->cr)) {

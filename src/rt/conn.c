@@ -110,7 +110,7 @@ void rmx__conn_down(rmx_conn_t *c, int status)
   }
   /* Protocol errors were logged where they were found. */
   if (c->state == RMX_CS_ESTABLISHED && status != 0 && status != RMX_ECANCELED &&
-      status != RMX_EPROTO)
+      status != RMX_EPROTO && !c->ka.idle) /* an idle close logged its own line */
     RMX_LOG(c->ctx, WARN, "%s peer %s lost: %s", c->ops->name, c->peer,
             rmx_strerror(status));
   c->was_established = c->state == RMX_CS_ESTABLISHED;
