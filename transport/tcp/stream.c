@@ -459,9 +459,8 @@ static int rbuf_grow(rmx_tp_conn_t *tc)
   return 0;
 }
 
-/* After a read: one that filled the small buffer asks for the large one;
- * RBUF_QUIET in a row that the small one would have held, each leaving
- * nothing buffered, give the large one back. */
+/* After a read: one that filled the small buffer asks for the large one; RBUF_QUIET
+ * in a row that the small one would have held, leaving nothing buffered, give it back. */
 static void rbuf_settle(rmx_tp_conn_t *tc, size_t nread)
 {
   if (tc->rbuf == tc->rsmall) {
@@ -480,14 +479,15 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   rmx_tp_conn_t *tc = h->data;
   (void)suggested;
-  if ((tc->rneed > tc->rcap || tc->rfull) && !tc->sinking && tc->state != TC_FINISHING &&
-      rbuf_grow(tc) != 0) {
+  /* The large buffer: for frames, and for a refused write's payload, dropped in large reads. */
+  int more = tc->sinking ? !tc->sink.dst && tc->sink.left > RBUF_SMALL && tc->rbuf == tc->rsmall
+                         : tc->rneed > tc->rcap || tc->rfull;
+  if (more && tc->state != TC_FINISHING && rbuf_grow(tc) != 0) {
     *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS: the connection fails */
     return;
   }
   if (tc->state == TC_FINISHING) { /* dropped: the buffer is free to scribble on */
-    buf->base = (char *)tc->rbuf;
-    buf->len = tc->rcap;
+    *buf = uv_buf_init((char *)tc->rbuf, (unsigned)tc->rcap);
     return;
   }
   if (tc->sinking) {
