@@ -215,10 +215,11 @@ typedef struct rmx_config {
   uint32_t handshake_timeout_ms;
   /**
    * Close an established connection that has carried no message for this
-   * long, in ms (RMX_IDLE_TIMEOUT_MS, 0 = never, the default). Messages,
-   * RPCs, writes with immediate and one-sided completions either way count;
-   * keepalives and credit returns do not, so a peer that only keeps the
-   * connection alive loses it. The peer is sent BYE; this side's
+   * long, in ms (RMX_IDLE_TIMEOUT_MS, 0 = never, the default). Messages
+   * and RPCs either way, writes with immediate and this side's one-sided
+   * completions count; keepalives and credit returns do not, so a peer
+   * that only keeps the connection alive loses it, and so does one that
+   * only reads or writes this side's memory (the target sees no message). The peer is sent BYE; this side's
    * @c on_disconnect gets @ref RMX_ETIMEDOUT. Checked at least every
    * @c keepalive_ms, so a connection goes within the limit plus that.
    */
