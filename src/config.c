@@ -99,6 +99,9 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_SRQ_DEPTH", srq_depth, 1024, 16, 1u << 20,
       "Receive buffers of a shared receive queue (RMX_SRQ), each RMX_EAGER_SIZE bytes; the "
       "device may allow fewer."),
+  NUM("RMX_IDLE_TIMEOUT_MS", idle_timeout_ms, 0, 0, 86400000,
+      "Close a connection that has carried no message (either way) for this long, in ms; "
+      "keepalives and credit returns do not count; 0: never."),
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

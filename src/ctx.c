@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "config.h"
 #include "rmx_int.h"
@@ -99,6 +100,26 @@ static void sigpipe_ignore(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* Every TCP connection holds a socket: the first context of the process
+ * raises the soft descriptor limit to the hard one (docs/tuning.md). A
+ * process that lowered it again later keeps its own choice. */
+static void nofile_raise(rmx_ctx_t *ctx)
+{
+  static atomic_flag done = ATOMIC_FLAG_INIT;
+  struct rlimit rl;
+  if (atomic_flag_test_and_set(&done) || getrlimit(RLIMIT_NOFILE, &rl) != 0 ||
+      rl.rlim_cur >= rl.rlim_max)
+    return;
+  rlim_t was = rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+    RMX_LOG(ctx, WARN, "cannot raise the descriptor limit (RLIMIT_NOFILE) from %llu to %llu",
+            (unsigned long long)was, (unsigned long long)rl.rlim_max);
+  else
+    RMX_LOG(ctx, INFO, "raised the descriptor limit (RLIMIT_NOFILE) from %llu to its hard limit %llu",
+            (unsigned long long)was, (unsigned long long)rl.rlim_max);
+}
+
 static void conn_freed(rmx_ctx_t *ctx);
 
 int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *cfg)
@@ -116,6 +137,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   if ((rc = rmx__config_check(&ctx->cfg)) != 0 || (rc = rmx__auth_ctx_init(ctx)) != 0)
     goto err_free;
   sigpipe_ignore();
+  nofile_raise(ctx);
 
   if (loop) {
     ctx->loop = loop;

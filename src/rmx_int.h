@@ -24,6 +24,7 @@
 #define RMX_LOG_LIMITED(ctx, rl, lvl, ...) \
   RMX_LOG_LIMITED_AT(rmx__log, (ctx)->cfg.log_level, rl, uv_now((ctx)->loop), lvl, __VA_ARGS__)
 #define RMX_CALL_BUCKETS 64
+#define RMX_ALIVE_QS 4 /* liveness periods kept apart; more share the shortest */
 
 /* Limits on both sides of the handshake: this side's configuration and a
  * peer's hello (docs/protocol.md). */
@@ -310,8 +311,10 @@ typedef struct rmx__alive {
   uint64_t credit_at;  /* credits came back enough for a message */
   uint64_t blocked_at; /* messages found waiting for credits, 0 when not */
   uint32_t peer_limit; /* the peer's silence limit (its hello); 0: none */
-  uint32_t send_ms;    /* send a frame after this long without one; 0: never */
-  uint8_t due;         /* a keepalive is queued and nothing has gone out since */
+  uint32_t send_ms, every; /* send a frame after send_ms without one (0: never); look every */
+  uint8_t due, idle;   /* a keepalive is queued and nothing has gone out since; idle closed */
+  rmx_list_t link;     /* in its period's queue (ctx->alive_q) while watched */
+  uint64_t check_at, last_msg; /* when it is looked at next; a message came or went */
 } rmx__alive_t;
 
 /* Reconnect of a client connection (src/conn/reconnect.c). */
@@ -420,6 +423,8 @@ struct rmx_ctx {
   int in_cb;       /* inside one of rmx's loop callbacks (user callbacks run there) */
   int torn_down;
   uint32_t nmems;  /* user registrations not yet released */
+  uint64_t mem_reg_bytes; /* their bytes */
+  uint64_t nconns; /* on ctx->conns (rmx_ctx_stats) */
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
   uv_timer_t close_timer;
@@ -431,9 +436,10 @@ struct rmx_ctx {
   rmx_list_t conns;
   rmx_list_t listeners;
   rmx__pool_t pool;
-  rmx_list_t free_ops;
+  rmx_list_t free_ops;  /* at most RMX__OPS_KEEP (rt.c): a burst's ops go back to malloc */
   rmx_list_t free_rma;
   uint64_t ops_allocated;
+  uint32_t nfree_ops;
   rmx__regcache_t rc;
   rmx_ctx_stats_t st;
   rmx_list_t handlers[RMX_HANDLER_BUCKETS];
@@ -448,9 +454,11 @@ struct rmx_ctx {
   rmx__ratelimit_t rl_refused; /* refused hellos and failed authentications */
   rmx__ratelimit_t rl_proto;   /* connections closed for a peer's protocol error */
   rmx__guard_t guard;          /* peers whose refused remote accesses got them banned */
-  uv_timer_t alive_timer;  /* keepalive sweep (src/msg/alive.c) */
-  uint32_t alive_period;
-  uint64_t alive_due;      /* when the sweep should run next */
+  uv_timer_t alive_timer;  /* liveness deadlines (src/msg/alive.c) */
+  struct {
+    uint32_t period;       /* 0: unused */
+    rmx_list_t q;          /* connections (ka.link), soonest check_at first */
+  } alive_q[RMX_ALIVE_QS];
   rmx_list_t reconnecting; /* connections waiting to reconnect, soonest first */
   uv_timer_t recon_timer;
   uint32_t recon_seed;     /* jitter */

@@ -81,8 +81,7 @@ typedef enum {
   RMX_EINVAL = -EINVAL,         /**< an argument, URI, setting or call order is wrong */
   RMX_ENOMEM = -ENOMEM,         /**< out of memory (or of a configured pool or limit) */
   RMX_EAGAIN = -EAGAIN,         /**< a limit is reached for now: try again after completions */
-  RMX_EBUSY = -EBUSY,           /**< the object still has open children (listeners,
-                                     connections, registrations) */
+  RMX_EBUSY = -EBUSY,           /**< open children remain (listeners, connections, registrations) */
   RMX_EALREADY = -EALREADY,     /**< already done or in progress (a second close) */
   RMX_ECANCELED = -ECANCELED,   /**< canceled by a local close or destroy */
   RMX_ECONNRESET = -ECONNRESET, /**< the connection was lost (the peer went away) */
@@ -102,6 +101,7 @@ typedef enum {
   RMX_ENETUNREACH = -ENETUNREACH,     /**< the network (or the RDMA port) is unreachable */
   RMX_ENOENT = -ENOENT,         /**< no such entry (an unknown id) */
   RMX_EIO = -EIO,               /**< a transport or device error without a closer code */
+  RMX_EMFILE = -EMFILE,         /**< out of file descriptors (RLIMIT_NOFILE, ulimit -n) */
   RMX_EVERSION = -4001,         /**< the peer speaks another rmx protocol version */
   RMX_ENORESOLVE = -4002,       /**< the host name did not resolve */
   RMX_EMEMLOCK = -4003,         /**< memory could not be pinned: the locked-memory limit
@@ -573,26 +573,7 @@ RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on
 
 #include <rmx/rmx_ops.h> /* one-sided RDMA and RPC */
 
-/* ------------------------------------------------------------------ */
-/** @name Context statistics                                            */
-/* ------------------------------------------------------------------ */
-/**@{*/
-
-/** Context counters. */
-typedef struct rmx_ctx_stats {
-  uint64_t reg_cache_hits;      /**< transfers that reused a cached registration */
-  uint64_t reg_cache_misses;    /**< transfers that registered memory */
-  uint64_t reg_cache_evictions; /**< registrations dropped: unmapped, deregistered, or over the limit */
-  uint64_t reg_cache_bytes;     /**< bytes registered in the cache now */
-  uint64_t pool_bytes;          /**< bytes the buffer pool holds now, in use or kept for reuse
-                                     (eager buffers, rendezvous destinations) */
-} rmx_ctx_stats_t;
-
-/** @brief Copy the context's counters into @p st.
- *  @param ctx  the context
- *  @param[out] st  where the counters go */
-RMX_API void rmx_ctx_stats(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st);
-/**@}*/
+#include <rmx/rmx_stats.h> /* rmx_ctx_stats */
 
 #ifdef __cplusplus
 }

@@ -232,6 +232,18 @@ typedef struct rmx_config {
   /** Receive buffers of a shared receive queue (RMX_SRQ_DEPTH, 1024), each
    *  @c eager_size bytes; capped by the device. */
   uint32_t srq_depth;
+  /**
+   * Close an established connection that has carried no message for this
+   * long, in ms (RMX_IDLE_TIMEOUT_MS, 0 = never, the default). Messages
+   * and RPCs either way, writes with immediate and this side's one-sided
+   * completions count; keepalives and credit returns do not, so a peer
+   * that only keeps the connection alive loses it, and so does one that
+   * only reads or writes this side's memory (the target sees no message).
+   * The peer is sent BYE; this side's @c on_disconnect gets
+   * @ref RMX_ETIMEDOUT. Checked at least every
+   * @c keepalive_ms, so a connection goes within the limit plus that.
+   */
+  uint32_t idle_timeout_ms;
 } rmx_config_t;
 
 /**

@@ -28,6 +28,7 @@
   X(ENETUNREACH, "network unreachable")                                       \
   X(ENOENT, "no such entry")                                                  \
   X(EIO, "I/O error")                                                         \
+  X(EMFILE, "out of file descriptors: raise the descriptor limit (ulimit -n)") \
   X(EVERSION, "peer speaks another rmx protocol version")                     \
   X(ENORESOLVE, "host name did not resolve")                                  \
   X(EMEMLOCK, "cannot pin memory: raise the locked-memory limit (ulimit -l)") \
@@ -73,6 +74,7 @@ int rmx__uv_err(int s)
   case UV_EHOSTUNREACH: return RMX_EHOSTUNREACH;
   case UV_ENETUNREACH: return RMX_ENETUNREACH;
   case UV_ENOMEM: case UV_ENOBUFS: return RMX_ENOMEM;
+  case UV_EMFILE: case UV_ENFILE: return RMX_EMFILE;
   case UV_EINVAL: return RMX_EINVAL;
   case UV_EACCES: case UV_EPERM: return RMX_EACCES;
   case UV_ENOTCONN: return RMX_ENOTCONN;

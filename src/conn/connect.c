@@ -232,6 +232,7 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
       (rc = ops->accept(tc, c, mine, mlen)) != 0) {
     ops->reject(tc, rc);
     rmx_list_del(&c->link);
+    ctx->nconns--;
     free(c);
     return;
   }
@@ -312,6 +313,7 @@ int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_opts_t *
   snprintf(c->peer, sizeof(c->peer), "%s:%s", c->host, c->port);
   if ((rc = rmx__reconnect_opts(c, opts)) != 0 || (rc = rmx__conn_resolve(c)) != 0) {
     rmx_list_del(&c->link);
+    ctx->nconns--;
     free(c);
     return rc;
   }

@@ -129,7 +129,9 @@ static void attempt_reset(rmx_conn_t *c)
   c->rndv_reads = c->rma_window = c->rma_out = 0;
   c->reads_blocked = 0;
   c->rpc_held_bytes = 0;
+  rmx_list_del(&c->ka.link); /* out of its liveness queue, if still there */
   memset(&c->ka, 0, sizeof(c->ka));
+  rmx_list_init(&c->ka.link);
   memset(&c->auth, 0, sizeof(c->auth));
   c->epoch++; /* RPC requests of the last connection can no longer be answered */
 }

@@ -82,6 +82,7 @@ int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access, rmx_mem
   m->access = access;
   rmx_list_init(&m->grants);
   ctx->nmems++;
+  ctx->mem_reg_bytes += len;
   int rc = reg_missing(m);
   if (rc) {
     rmx_mem_dereg(m);
@@ -128,6 +129,7 @@ void rmx_mem_dereg(rmx_mem_t *m)
     if (m->reg[i])
       m->ctx->tp_ops[i]->mem_dereg(m->reg[i]);
   m->ctx->nmems--;
+  m->ctx->mem_reg_bytes -= m->len;
   free(m);
 }
 
@@ -310,9 +312,30 @@ int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_m
   return rc;
 }
 
+int rmx_ctx_stats_get(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st, size_t size)
+{
+  if (!ctx || !st || size < RMX_CTX_STATS_SIZE_V0)
+    return RMX_EINVAL;
+  rmx_ctx_stats_t all = ctx->st;
+  all.reg_cache_bytes = ctx->rc.bytes;
+  all.pool_bytes = ctx->pool.bytes;
+  all.conns = ctx->nconns;
+  all.mem_reg_bytes = ctx->mem_reg_bytes;
+  all.mem_regs = ctx->nmems;
+  /* Whole fields only; a newer caller's fields past ours read 0. */
+  size_t n = size < sizeof(all) ? size - size % sizeof(uint64_t) : sizeof(all);
+  memcpy(st, &all, n);
+  if (size > n)
+    memset((char *)st + n, 0, size - n);
+  return 0;
+}
+
+/* The first version of the structure: callers built before conns was
+ * added allocate only that much. */
+_Static_assert(offsetof(rmx_ctx_stats_t, conns) == RMX_CTX_STATS_SIZE_V0,
+               "rmx_ctx_stats_t's first fields moved");
+
 void rmx_ctx_stats(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st)
 {
-  *st = ctx->st;
-  st->reg_cache_bytes = ctx->rc.bytes;
-  st->pool_bytes = ctx->pool.bytes;
+  rmx_ctx_stats_get(ctx, st, RMX_CTX_STATS_SIZE_V0);
 }

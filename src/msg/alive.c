@@ -10,16 +10,27 @@
  * A peer from which nothing has come for our limit is lost (RMX_ETIMEDOUT),
  * and so is one that leaves our messages waiting for credits that long.
  *
- * One timer per context sweeps the established connections every period
- * (the shortest interval any of them needs); the data path only stamps
- * times (uv_now, no system call) as frames come and go, and no timer is
- * touched per message. A sweep costs one pass over the connections.
+ * Each established connection is looked at every period of its own (its
+ * send interval) and only then: it waits in a queue of the context,
+ * ordered by when it is due (ka.check_at), one queue per period, so that
+ * appending at now + period keeps the order and costs nothing to find.
+ * One timer per context fires at the earliest head; a tick looks at the
+ * connections that are due, and idle ones cost nothing between their own
+ * checks, however many there are and however short another's period. The
+ * data path only stamps times (uv_now, no system call) as frames come and
+ * go; no timer or queue is touched per message. A connection that leaves
+ * the established state drops out when it comes up; one freed is unlinked
+ * (rt/conn.c).
  *
- * A sweep that runs more than a period after its time found the loop held
- * (a long callback, a long call between turns, a stalled machine): what
- * the peers sent meanwhile is still unread, since libuv runs timers before
- * it polls. That sweep sends what is due but judges no one; the next one
- * does, once the loop has read what waited.
+ * RMX_IDLE_TIMEOUT_MS: a connection that has carried no message (ka.last_msg:
+ * anything but CREDIT and BYE frames, either way) for that long is closed
+ * at a check: its period is then at most the limit.
+ *
+ * A check that comes more than a period after its time found the loop
+ * held (a long callback, a long call between turns, a stalled machine):
+ * what the peer sent meanwhile is still unread, since libuv runs timers
+ * before it polls. That check sends what is due but judges no one; the
+ * next one does, once the loop has read what waited.
  */
 #include "rmx_int.h"
 
@@ -30,6 +41,57 @@ void rmx__alive_ctx_init(rmx_ctx_t *ctx)
   uv_timer_init(ctx->loop, &ctx->alive_timer);
   ctx->alive_timer.data = ctx;
   uv_unref((uv_handle_t *)&ctx->alive_timer); /* connections keep the loop alive, not this */
+  for (int i = 0; i < RMX_ALIVE_QS; i++) {
+    ctx->alive_q[i].period = 0;
+    rmx_list_init(&ctx->alive_q[i].q);
+  }
+}
+
+#define KA_OF(n) rmx_container_of(n, rmx_conn_t, ka.link)
+
+/* The queue for a period: its own, else an empty one, else the one of the
+ * nearest period (RMX_ALIVE_QS different periods at once are rare: a
+ * context's own keepalive_ms and its peers' limits). */
+static rmx_list_t *queue_for(rmx_ctx_t *ctx, uint32_t period)
+{
+  int pick = -1;
+  uint32_t best = UINT32_MAX;
+  for (int i = 0; i < RMX_ALIVE_QS; i++) {
+    uint32_t p = ctx->alive_q[i].period;
+    if (p == period)
+      return &ctx->alive_q[i].q;
+    uint32_t d = rmx_list_empty(&ctx->alive_q[i].q) ? 0 : p > period ? p - period : period - p;
+    if (d < best)
+      best = d, pick = i;
+  }
+  if (best == 0)
+    ctx->alive_q[pick].period = period;
+  return &ctx->alive_q[pick].q;
+}
+
+/* In order of check_at, from the tail: at once when it is the latest, as
+ * in a queue of its own period it always is. */
+static void enqueue(rmx_ctx_t *ctx, rmx_conn_t *c, uint64_t at)
+{
+  rmx_list_t *q = queue_for(ctx, c->ka.every), *n = q->prev;
+  c->ka.check_at = at;
+  while (n != q && KA_OF(n)->ka.check_at > at)
+    n = n->prev;
+  rmx_list_push_front(n, &c->ka.link);
+}
+
+/* The timer fires at the earliest head, or stops when nothing is queued. */
+static void arm(rmx_ctx_t *ctx, uint64_t now)
+{
+  uint64_t first = UINT64_MAX;
+  for (int i = 0; i < RMX_ALIVE_QS; i++)
+    if (!rmx_list_empty(&ctx->alive_q[i].q) &&
+        KA_OF(ctx->alive_q[i].q.next)->ka.check_at < first)
+      first = KA_OF(ctx->alive_q[i].q.next)->ka.check_at;
+  if (first == UINT64_MAX)
+    uv_timer_stop(&ctx->alive_timer);
+  else
+    uv_timer_start(&ctx->alive_timer, alive_tick, first > now ? first - now : 0, 0);
 }
 
 static uint32_t min_nz(uint32_t a, uint32_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
@@ -46,17 +108,16 @@ void rmx__alive_start(rmx_conn_t *c)
 {
   rmx_ctx_t *ctx = c->ctx;
   uint64_t now = uv_now(ctx->loop);
-  c->ka.last_rx = c->ka.last_tx = c->ka.credit_at = now;
+  c->ka.last_rx = c->ka.last_tx = c->ka.credit_at = c->ka.last_msg = now;
   c->ka.blocked_at = 0;
   /* Never longer than our own interval, so it is also how often we check. */
-  uint32_t period = c->ka.send_ms = min_nz(ctx->cfg.keepalive_ms, c->ka.peer_limit / 3);
-  if (period == 0)
+  c->ka.send_ms = min_nz(ctx->cfg.keepalive_ms, c->ka.peer_limit / 3);
+  c->ka.every = min_nz(c->ka.send_ms, ctx->cfg.idle_timeout_ms);
+  rmx_list_del(&c->ka.link); /* established again (a reconnect) */
+  if (c->ka.every == 0)
     return; /* neither side watches */
-  if (!uv_is_active((uv_handle_t *)&ctx->alive_timer) || period < ctx->alive_period) {
-    ctx->alive_period = period;
-    ctx->alive_due = now + period;
-    uv_timer_start(&ctx->alive_timer, alive_tick, period, period);
-  }
+  enqueue(ctx, c, now + c->ka.every);
+  arm(ctx, now);
 }
 
 /* Messages wait for credits, and no rendezvous of ours is being read at
@@ -65,6 +126,22 @@ static int credit_blocked(const rmx_conn_t *c)
 {
   return !rmx_list_empty(&c->sendq) && c->cr.credits < rmx__credit_need(RMX_FR_DATA) &&
          rmx_list_empty(&c->rndv_wait);
+}
+
+/* RMX_IDLE_TIMEOUT_MS: no message for that long (keepalives and credit
+ * returns do not count). The peer gets BYE; on_disconnect here gets
+ * RMX_ETIMEDOUT. 1 when it was closed. */
+static int idle_check(rmx_conn_t *c, uint64_t now)
+{
+  uint32_t idle = c->ctx->cfg.idle_timeout_ms;
+  if (!idle || now - c->ka.last_msg < idle)
+    return 0;
+  RMX_LOG(c->ctx, INFO, "%s peer %s: no message for %llu ms (RMX_IDLE_TIMEOUT_MS %u): closing",
+          c->ops->name, c->peer, (unsigned long long)(now - c->ka.last_msg), idle);
+  rmx__msg_queue_bye(c);
+  c->ka.idle = 1;
+  rmx__conn_down(c, RMX_ETIMEDOUT);
+  return 1;
 }
 
 /* 1 when the connection was declared lost. */
@@ -103,26 +180,28 @@ static void alive_tick(uv_timer_t *t)
   rmx_ctx_t *ctx = t->data;
   uint64_t now = uv_now(ctx->loop);
   uint32_t limit = rmx__alive_limit(&ctx->cfg);
-  rmx_list_t *n, *next;
-  int any = 0, held = now > ctx->alive_due + ctx->alive_period;
 
-  ctx->alive_due = now + ctx->alive_period; /* libuv repeats from now */
   ctx->in_cb++;
-  for (n = ctx->conns.next; n != &ctx->conns; n = next) {
-    next = n->next; /* nothing here frees a connection, but stay safe */
-    rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, link);
-    if (c->state != RMX_CS_ESTABLISHED)
-      continue;
-    any = 1;
-    if (limit && !held && watch(c, now, limit))
-      continue;
-    if (c->ka.send_ms && now - c->ka.last_tx >= c->ka.send_ms && !c->ka.due &&
-        rmx__credit_frame_ok(&c->cr)) {
-      if (rmx__msg_queue_keepalive(c) == 0)
-        rmx__msg_progress(c);
+  for (int i = 0; i < RMX_ALIVE_QS; i++) {
+    rmx_list_t *q = &ctx->alive_q[i].q;
+    /* Those looked at go back at now + period: behind the due ones. */
+    while (!rmx_list_empty(q) && KA_OF(q->next)->ka.check_at <= now) {
+      rmx_conn_t *c = KA_OF(q->next);
+      int held = now > c->ka.check_at + c->ka.every;
+      rmx_list_del(&c->ka.link);
+      if (c->state != RMX_CS_ESTABLISHED)
+        continue; /* alive_start puts it back if it is established again */
+      if ((limit && !held && watch(c, now, limit)) || (!held && idle_check(c, now)))
+        continue; /* down: callbacks ran, but frees are deferred */
+      if (c->ka.send_ms && now - c->ka.last_tx >= c->ka.send_ms && !c->ka.due &&
+          rmx__credit_frame_ok(&c->cr)) {
+        if (rmx__msg_queue_keepalive(c) == 0)
+          rmx__msg_progress(c);
+      }
+      if (c->state == RMX_CS_ESTABLISHED && rmx_list_empty(&c->ka.link))
+        enqueue(ctx, c, now + c->ka.every);
     }
   }
-  if (!any)
-    uv_timer_stop(&ctx->alive_timer); /* restarted by the next connection */
+  arm(ctx, now);
   ctx->in_cb--;
 }

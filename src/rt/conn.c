@@ -34,12 +34,14 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi)
   for (int i = 0; i < RMX_CALL_BUCKETS; i++)
     rmx_list_init(&c->calls[i]);
   rmx_list_init(&c->close_link);
+  rmx_list_init(&c->ka.link);
   rmx_list_init(&c->recon.link);
   rmx_list_init(&c->defer_finish.link);
   rmx_list_init(&c->defer_free.link);
   c->defer_finish.fn = deferred_finish;
   c->defer_free.fn = deferred_free;
   rmx_list_push(&ctx->conns, &c->link);
+  ctx->nconns++;
   return c;
 }
 
@@ -108,7 +110,7 @@ void rmx__conn_down(rmx_conn_t *c, int status)
   }
   /* Protocol errors were logged where they were found. */
   if (c->state == RMX_CS_ESTABLISHED && status != 0 && status != RMX_ECANCELED &&
-      status != RMX_EPROTO)
+      status != RMX_EPROTO && !c->ka.idle) /* an idle close logged its own line */
     RMX_LOG(c->ctx, WARN, "%s peer %s lost: %s", c->ops->name, c->peer,
             rmx_strerror(status));
   c->was_established = c->state == RMX_CS_ESTABLISHED;
@@ -148,6 +150,8 @@ static void deferred_free(rmx__deferred_t *d)
     rmx__listener_unref(c->from);
   }
   rmx_list_del(&c->link);
+  rmx_list_del(&c->ka.link); /* out of its liveness queue */
+  ctx->nconns--;
   free(c);
   if (ctx->dying)
     ctx->up.conn_freed(ctx);

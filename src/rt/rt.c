@@ -247,6 +247,7 @@ rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind)
   rmx__op_t *op;
   if (n) {
     op = rmx_container_of(n, rmx__op_t, link);
+    ctx->nfree_ops--;
   } else {
     op = malloc(sizeof(*op));
     if (!op)
@@ -261,10 +262,20 @@ rmx__op_t *rmx__op_get(rmx_ctx_t *ctx, rmx_conn_t *c, rmx__op_kind_t kind)
   return op;
 }
 
+/* Ops are reused, but only so many are kept: the ops of a burst over
+ * thousands of connections do not stay allocated after it. */
+#define RMX__OPS_KEEP 1024
+
 void rmx__op_put(rmx__op_t *op)
 {
   rmx_conn_t *c = op->conn;
-  rmx_list_push(&c->ctx->free_ops, &op->link);
+  rmx_ctx_t *ctx = c->ctx;
+  if (ctx->nfree_ops < RMX__OPS_KEEP) {
+    rmx_list_push(&ctx->free_ops, &op->link);
+    ctx->nfree_ops++;
+  } else {
+    free(op);
+  }
   rmx__conn_release(c);
 }
 

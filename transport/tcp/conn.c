@@ -8,11 +8,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "tcp.h"
-
-#define RBUF_EXTRA (64u << 10)
 
 /* ---- the handshake ---- */
 
@@ -75,12 +74,8 @@ rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp, int passive)
   tc->tp = tp;
   tc->passive = (uint8_t)passive;
   tc->max_frame = cfg->eager_size;
-  tc->rcap = TF_HDR + cfg->eager_size + RBUF_EXTRA;
-  tc->rbuf = malloc(tc->rcap);
-  if (!tc->rbuf) {
-    free(tc);
-    return NULL;
-  }
+  tc->rbuf = tc->rsmall; /* the large one when traffic needs it (stream.c) */
+  tc->rcap = RBUF_SMALL;
   rmx_list_init(&tc->rd_pending);
   rmx_list_init(&tc->lst_link);
   rmx_list_init(&tc->srvq);
@@ -110,7 +105,8 @@ void rmx__tcp_conn_free(rmx_tp_conn_t *tc)
   tc->tp->nconns--;
   if (tc->by_fd >= 0 && tc->tp->by_fd[tc->by_fd] == tc)
     tc->tp->by_fd[tc->by_fd] = NULL;
-  free(tc->rbuf);
+  if (tc->rbuf != tc->rsmall)
+    free(tc->rbuf);
   free(tc);
 }
 
@@ -176,6 +172,14 @@ int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello,
   tc->creq.data = tc;
   int rc = uv_tcp_connect(&tc->creq, &tc->h, sa, connect_cb);
   if (rc) {
+    if (rc == UV_EMFILE || rc == UV_ENFILE) {
+      struct rlimit rl = {0, 0};
+      getrlimit(RLIMIT_NOFILE, &rl);
+      RMX_TP_LOG_LIMITED(tp->env, &tp->rl_nofd, uv_now(tp->loop), ERROR,
+                         "tcp: cannot connect: out of file descriptors (%s; RLIMIT_NOFILE %llu, "
+                         "%u connections here)", rc == UV_ENFILE ? "the system's, fs.file-max" :
+                         "the process's", (unsigned long long)rl.rlim_cur, tp->nconns);
+    }
     rmx__tcp_conn_close(tc);
     return rmx__uv_err(rc);
   }

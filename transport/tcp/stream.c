@@ -440,13 +440,54 @@ void rmx__tcp_sink_start(rmx_tp_conn_t *tc)
   tc->rpos = tc->rlen = 0; /* everything buffered was consumed */
 }
 
+/* Traffic needs more than the small buffer: the large one, what is buffered at its front. */
+static int rbuf_grow(rmx_tp_conn_t *tc)
+{
+  size_t cap = TF_HDR + tc->max_frame + RBUF_EXTRA, have = tc->rlen - tc->rpos;
+  if (cap < tc->rneed)
+    cap = tc->rneed;
+  uint8_t *p = malloc(cap);
+  if (!p)
+    return -1;
+  memcpy(p, tc->rbuf + tc->rpos, have);
+  if (tc->rbuf != tc->rsmall)
+    free(tc->rbuf);
+  tc->rbuf = p;
+  tc->rcap = cap;
+  tc->rlen = have;
+  tc->rpos = tc->rneed = tc->rfull = tc->rquiet = 0;
+  return 0;
+}
+
+/* After a read: one that filled the small buffer asks for the large one; RBUF_QUIET
+ * in a row that the small one would have held, leaving nothing buffered, give it back. */
+static void rbuf_settle(rmx_tp_conn_t *tc, size_t nread)
+{
+  if (tc->rbuf == tc->rsmall) {
+    tc->rfull = tc->rlen == tc->rcap;
+  } else if (tc->rpos != tc->rlen || tc->sinking || tc->closing || nread > RBUF_SMALL) {
+    tc->rquiet = 0;
+  } else if (++tc->rquiet == RBUF_QUIET) {
+    free(tc->rbuf);
+    tc->rbuf = tc->rsmall;
+    tc->rcap = RBUF_SMALL;
+    tc->rpos = tc->rlen = tc->rquiet = 0;
+  }
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   rmx_tp_conn_t *tc = h->data;
   (void)suggested;
+  /* The large buffer: for frames, and for a refused write's payload, dropped in large reads. */
+  int more = tc->sinking ? !tc->sink.dst && tc->sink.left > RBUF_SMALL && tc->rbuf == tc->rsmall
+                         : tc->rneed > tc->rcap || tc->rfull;
+  if (more && tc->state != TC_FINISHING && rbuf_grow(tc) != 0) {
+    *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS: the connection fails */
+    return;
+  }
   if (tc->state == TC_FINISHING) { /* dropped: the buffer is free to scribble on */
-    buf->base = (char *)tc->rbuf;
-    buf->len = tc->rcap;
+    *buf = uv_buf_init((char *)tc->rbuf, (unsigned)tc->rcap);
     return;
   }
   if (tc->sinking) {
@@ -487,8 +528,11 @@ static void parse(rmx_tp_conn_t *tc)
     }
     /* a payload that streams: its sink takes it */
     size_t head = TF_HDR + rmx__tf_buffered(kind, blen);
-    if (avail < head)
+    if (avail < head) {
+      if (head > tc->rcap)
+        tc->rneed = head; /* the next read goes to a large buffer */
       break;
+    }
     tc->rpos += head;
     if (kind == TF_FRAME) { /* the stream header becomes the frame's own */
       rmx__tf_frame_unhdr(p);
@@ -522,6 +566,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
   tc->rlen += (size_t)nread;
   tc->tp->hot = tc;
   parse(tc);
+  rbuf_settle(tc, (size_t)nread);
 }
 
 /* Busy-polling (the core calls this once per loop turn while it spins):

@@ -6,8 +6,12 @@
  * the sockets they accept, registrations, the instance's lifetime and the
  * ops table. tcp.h says how the other files stack up.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tcp.h"
 
@@ -15,37 +19,108 @@ static void tp_unlive(rmx_tp_t *tp);
 
 /* ---- listening ---- */
 
+#define ACCEPT_BATCH 64     /* peers taken per wake-up: the loop's other work goes on */
+#define ACCEPT_RETRY_MS 200 /* out of descriptors: try again this often (or at a close) */
+
 static void listener_closed(uv_handle_t *h)
 {
   rmx_tp_listener_t *l = h->data;
   rmx_tp_t *tp = l->tp;
+  if (--l->handles)
+    return;
   free(l);
   tp_unlive(tp);
 }
 
 /*
+ * Accepting. The listener accepts with accept4 itself, on a uv_poll_t
+ * watching the listening socket, rather than through uv_listen: on EMFILE
+ * libuv 1.44 (uv__server_io) closes its reserve descriptor, accepts every
+ * peer waiting in the backlog and closes them at once (they see their
+ * connection reset after it was established), and without a reserve it
+ * calls back with the error in a loop that never yields. Here, a listener
+ * out of descriptors stops watching, logs an error naming the limit, and
+ * tries again when one of its connections closes or ACCEPT_RETRY_MS later;
+ * the peers wait in the kernel's backlog meanwhile, and the connections
+ * already open go on.
+ *
  * Bursts of peers: a listener takes a new socket only while fewer than
- * RMX_MAX_HANDSHAKES wait for their hello and the core has not paused it.
- * Otherwise it leaves the socket libuv accepted in libuv's hands (libuv
- * then stops watching the listening socket) and the rest in the kernel's
- * listen backlog, and takes it when a handshake ends (listener_kick): a
- * burst is served in turn, none dropped. A peer that never sends its
- * hello is dropped after RMX_HANDSHAKE_TIMEOUT_MS (conn.c).
+ * RMX_MAX_HANDSHAKES wait for their hello and the core has not paused it;
+ * the rest wait in the backlog and are taken as handshakes end
+ * (listener_kick). A peer that never sends its hello is dropped after
+ * RMX_HANDSHAKE_TIMEOUT_MS (conn.c).
  */
 static int may_take(const rmx_tp_listener_t *l)
 {
-  return !l->paused && l->npending < l->tp->env->cfg->max_handshakes;
+  return !l->paused && !l->starved && l->npending < l->tp->env->cfg->max_handshakes;
 }
 
-static void take(rmx_tp_listener_t *l)
+static void on_readable(uv_poll_t *p, int status, int events);
+
+/* Watch the listening socket exactly while a peer may be taken. */
+static void listener_kick(rmx_tp_listener_t *l)
+{
+  int want = may_take(l);
+  if (want == l->polling)
+    return;
+  if (want ? uv_poll_start(&l->poll, UV_READABLE, on_readable) == 0
+           : uv_poll_stop(&l->poll) == 0)
+    l->polling = (uint8_t)want;
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+  rmx_tp_listener_t *l = t->data;
+  l->starved = 0;
+  listener_kick(l);
+}
+
+/* A connection closed: a descriptor is free, a starved listener tries. */
+static void listeners_fd_free(rmx_tp_t *tp)
+{
+  rmx_list_t *n;
+  rmx_list_foreach(n, &tp->listeners) {
+    rmx_tp_listener_t *l = rmx_container_of(n, rmx_tp_listener_t, tp_link);
+    if (l->starved) {
+      uv_timer_stop(&l->retry);
+      retry_cb(&l->retry);
+    }
+  }
+}
+
+static void starve(rmx_tp_listener_t *l, int err)
+{
+  rmx_tp_t *tp = l->tp;
+  struct rlimit rl = {0, 0};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  l->starved = 1;
+  listener_kick(l);
+  uv_timer_start(&l->retry, retry_cb, ACCEPT_RETRY_MS, 0);
+  /* A flood of peers repeats this at will. */
+  if (err == EMFILE)
+    RMX_TP_LOG_LIMITED(tp->env, &tp->rl_accept, uv_now(tp->loop), ERROR,
+                       "tcp: cannot accept: out of file descriptors (RLIMIT_NOFILE %llu, "
+                       "%u connections here); new peers wait in the listen backlog until "
+                       "descriptors free up",
+                       (unsigned long long)rl.rlim_cur, tp->nconns);
+  else
+    RMX_TP_LOG_LIMITED(tp->env, &tp->rl_accept, uv_now(tp->loop), ERROR,
+                       "tcp: cannot accept: %s%s; new peers wait in the listen backlog",
+                       strerror(err),
+                       err == ENFILE ? " (the system's limit, fs.file-max)" : "");
+}
+
+static void take(rmx_tp_listener_t *l, int fd)
 {
   rmx_tp_conn_t *tc = rmx__tcp_conn_new(l->tp, 1);
   if (!tc) {
-    l->held = 1; /* taken at the next handshake's end */
+    close(fd);
+    starve(l, ENOMEM);
     return;
   }
   tc->state = TC_WAIT_HELLO;
-  if (uv_accept((uv_stream_t *)&l->h, (uv_stream_t *)&tc->h) != 0) {
+  if (uv_tcp_open(&tc->h, fd) != 0) {
+    close(fd);
     rmx__tcp_conn_close(tc);
     return;
   }
@@ -57,26 +132,29 @@ static void take(rmx_tp_listener_t *l)
     rmx__tcp_conn_close(tc);
 }
 
-static void listener_kick(rmx_tp_listener_t *l)
+static void on_readable(uv_poll_t *p, int status, int events)
 {
-  if (l->held && may_take(l)) {
-    l->held = 0;
-    take(l); /* libuv watches the listening socket again */
-  }
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-  rmx_tp_listener_t *l = server->data;
-  if (status) {
-    /* A flood of connections can make this fail at every one of them
-     * (EMFILE, ENOBUFS): a line a peer can repeat at will. */
-    RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_accept, uv_now(l->tp->loop), WARN,
-                       "tcp: accept failed: %s", uv_strerror(status));
+  rmx_tp_listener_t *l = p->data;
+  uv_os_fd_t lfd;
+  (void)events;
+  if (status || uv_fileno((uv_handle_t *)&l->h, &lfd) != 0) {
+    starve(l, status ? -status : EBADF);
     return;
   }
-  l->held = 1;
-  listener_kick(l); /* takes it now if a handshake slot is free */
+  for (int i = 0; i < ACCEPT_BATCH && may_take(l); i++) {
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      take(l, fd);
+      continue;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      break;
+    if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+      continue; /* that peer gave up: the next one */
+    starve(l, errno); /* EMFILE, ENFILE, ENOBUFS, ENOMEM, ... */
+    return;
+  }
+  listener_kick(l);
 }
 
 static void tcp_listen_pause(rmx_tp_listener_t *l, int pause)
@@ -89,6 +167,7 @@ static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
                       rmx_tp_listener_t **out)
 {
   char addr[80];
+  uv_os_fd_t fd = -1;
   rmx_tp_listener_t *l = calloc(1, sizeof(*l));
   if (!l)
     return RMX_ENOMEM;
@@ -96,17 +175,26 @@ static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
   l->owner = owner;
   rmx_list_init(&l->pending);
   uv_tcp_init(tp->loop, &l->h);
-  l->h.data = l;
+  uv_timer_init(tp->loop, &l->retry);
+  l->h.data = l->poll.data = l->retry.data = l;
+  l->handles = 2;
   tp->live++;
   int rc = uv_tcp_bind(&l->h, sa, 0);
   if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&l->h, 511, on_connection);
+    rc = uv_fileno((uv_handle_t *)&l->h, &fd);
+  if (rc == 0 && listen(fd, 511) != 0)
+    rc = uv_translate_sys_error(errno);
+  if (rc == 0 && (rc = uv_poll_init_socket(tp->loop, &l->poll, fd)) == 0)
+    l->handles++;
   if (rc) {
     RMX_TP_LOG(tp->env, ERROR, "tcp: cannot listen on %s: %s", rmx__sa_str(sa, addr, sizeof(addr)),
             uv_strerror(rc));
+    uv_close((uv_handle_t *)&l->retry, listener_closed);
     uv_close((uv_handle_t *)&l->h, listener_closed);
     return rmx__uv_err(rc);
   }
+  rmx_list_push(&tp->listeners, &l->tp_link);
+  listener_kick(l);
   *out = l;
   return 0;
 }
@@ -133,8 +221,11 @@ static void tcp_listen_close(rmx_tp_listener_t *l)
 {
   rmx_list_t *n;
   l->paused = 1; /* no socket is taken while the pending ones close */
+  rmx_list_del(&l->tp_link);
   while ((n = l->pending.next) != &l->pending)
     rmx__tcp_conn_close(rmx_container_of(n, rmx_tp_conn_t, lst_link));
+  uv_close((uv_handle_t *)&l->poll, listener_closed); /* before the socket it watches */
+  uv_close((uv_handle_t *)&l->retry, listener_closed);
   uv_close((uv_handle_t *)&l->h, listener_closed);
 }
 
@@ -205,6 +296,7 @@ static void conn_closed(rmx_tp_conn_t *tc)
 {
   rmx_tp_t *tp = tc->tp;
   rmx__tcp_conn_free(tc);
+  listeners_fd_free(tp);
   tp_unlive(tp);
 }
 
@@ -232,6 +324,7 @@ static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   rmx_list_init(&tp->free_rd);
   rmx_list_init(&tp->free_srv);
   rmx_list_init(&tp->conns);
+  rmx_list_init(&tp->listeners);
   for (int i = 0; i < MEM_BUCKETS; i++)
     rmx_list_init(&tp->mem[i]);
   rmx_list_init(&tp->laterq);

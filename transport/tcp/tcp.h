@@ -30,6 +30,14 @@
 #define FREE_KEEP 256 /* request records kept for reuse */
 #define MEM_BUCKETS 1024
 #define TC_BATCH_BUFS 64 /* buffers one batch of sends writes (a frame takes 2 to 4) */
+/* The read buffer: RBUF_SMALL bytes inside the connection until traffic
+ * needs more (a frame that does not fit, or a read that fills it), then
+ * TF_HDR + eager_size + RBUF_EXTRA from malloc, given back after
+ * RBUF_QUIET reads in a row that each fit the small one and left nothing
+ * buffered. An idle connection holds no read buffer of its own. */
+#define RBUF_SMALL 512
+#define RBUF_EXTRA (64u << 10)
+#define RBUF_QUIET 32
 
 typedef enum { W_SEND, W_CTRL, W_HELLO_ACK, W_REJECT, W_RESP } wkind_t;
 
@@ -131,6 +139,7 @@ struct rmx_tp {
   uint32_t nfree_w, nfree_rd, nfree_srv;
   rmx_list_t mem[MEM_BUCKETS];
   rmx_list_t conns; /* every rmx_tp_conn_t not yet freed */
+  rmx_list_t listeners; /* every listener not yet closing */
   uint32_t nconns;  /* how many */
   rmx_tp_conn_t *hot; /* the last connection that read something (busy-polling) */
   rmx_tp_conn_t **by_fd; /* connections the fast path found by socket */
@@ -143,18 +152,24 @@ struct rmx_tp {
   /* Log limiters (base/log.h), one per kind of line a peer can repeat:
    * refused remote accesses, full handshake slots, bad hellos, protocol
    * errors, failed accepts (a connection flood running us out of file
-   * descriptors), writes cut under a released registration. */
-  rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello, rl_proto, rl_accept, rl_cut;
+   * descriptors), writes cut under a released registration, connects out
+   * of descriptors. */
+  rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello, rl_proto, rl_accept, rl_cut, rl_nofd;
 };
 
 struct rmx_tp_listener {
-  uv_tcp_t h;
+  uv_tcp_t h;       /* the listening socket, bound; libuv never watches it... */
+  uv_poll_t poll;   /* ...this does, while the listener may take a peer */
+  uv_timer_t retry; /* out of descriptors: when to try accept again */
   rmx_tp_t *tp;
   void *owner;
   rmx_list_t pending; /* accepted sockets still before their HELLO */
+  rmx_list_t tp_link; /* in tp->listeners */
   uint32_t npending;
-  uint8_t paused; /* the core asked: take no new peer */
-  uint8_t held;   /* libuv holds an accepted socket we have not taken yet */
+  uint8_t paused;   /* the core asked: take no new peer */
+  uint8_t polling;  /* poll is started */
+  uint8_t starved;  /* accept ran out of descriptors: retry is started */
+  uint8_t handles;  /* open handles of h, poll and retry */
 };
 
 struct rmx_tp_conn {
@@ -171,8 +186,11 @@ struct rmx_tp_conn {
   uint8_t open_handles;
   uint8_t hello[TF_HELLO_MAX];
   size_t hello_len;
-  uint8_t *rbuf;
+  uint8_t *rbuf;         /* rsmall, or a large buffer while traffic needs one */
   size_t rcap, rlen, rpos;
+  size_t rneed;          /* a frame's head that does not fit rcap: grow to this */
+  uint8_t rfull;         /* the last read filled the small buffer: grow */
+  uint8_t rquiet;        /* reads in a row that the small buffer would have held */
   sink_t sink;
   int sinking;
   rmx_list_t rd_pending;
@@ -198,6 +216,7 @@ struct rmx_tp_conn {
   unsigned bq_n;
   uv_buf_t bq_bufs[TC_BATCH_BUFS];
   rmx_list_t tp_link;  /* in tp->conns */
+  uint8_t rsmall[RBUF_SMALL];
 };
 
 static inline void tc_ev(rmx_tp_conn_t *tc, rmx_tp_ev_type_t t, int status, void *op,
