@@ -25,7 +25,7 @@ cleanup() {
 trap cleanup EXIT
 say() { echo "tools: $*"; bad=1; }
 u=tcp://127.0.0.1:1 # nothing listens there: connecting is refused
-tools="rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed rmx-spin"
+tools="rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed rmx-spin rmx-conns"
 version=$(sed -n 's/^#define RMX_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' \
           "$src/include/rmx/rmx.h" | paste -sd.)
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || say "no version found in include/rmx/rmx.h"

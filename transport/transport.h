@@ -371,6 +371,10 @@ typedef struct rmx_tp_ops {
    * of input only a turn reads now (TCP: another socket is readable).
    * Returns how many completions or frames it handled. */
   int (*poll)(rmx_tp_t *tp, int *turn);
+  /* Optional (NULL: none): bytes the instance has registered for itself
+   * now (verbs: receive buffers, the shared receive queue, send slots'
+   * areas), for rmx_ctx_stats_get. */
+  uint64_t (*reg_bytes)(rmx_tp_t *tp);
 } rmx_tp_ops_t;
 
 #endif

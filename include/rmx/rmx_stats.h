@@ -45,6 +45,9 @@ typedef struct rmx_ctx_stats {
   uint64_t mem_reg_bytes; /**< bytes the application has registered now (rmx_mem_reg(),
                                each registration counted once whatever the transports) */
   uint64_t mem_regs;      /**< registrations the application holds now */
+  uint64_t tp_reg_bytes;  /**< bytes the transports registered for themselves now: over
+                               RDMA the connections' receive buffers and send slot areas,
+                               and the shared receive queue (RMX_SRQ); 0 over TCP */
 } rmx_ctx_stats_t;
 
 /** The size of the first rmx_ctx_stats_t (up to @c pool_bytes), which

@@ -64,22 +64,44 @@ static void s_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
     echoed++;
 }
 
+static void s_gone(rmx_conn_t *c, int status, void *arg)
+{
+  (void)status;
+  (void)arg;
+  rmx_conn_close(c, NULL, NULL);
+}
+
 static void s_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
 {
   (void)l;
   (void)arg;
-  rmx_conn_cbs_t cbs = {.on_recv = s_recv};
+  rmx_conn_cbs_t cbs = {.on_recv = s_recv, .on_disconnect = s_gone};
   rmx_conn_set_cbs(c, &cbs, NULL);
   accepted++;
 }
 
 static rmx_ctx_t *s_ctx;
 
+/* The test's end: once every connection the clients closed is gone here
+ * too (or after 20 s), stop and report. */
+static int term_ticks;
+
+static void term_tick(uv_timer_t *t)
+{
+  rmx_ctx_stats_t st;
+  if (rmx_ctx_stats_get(s_ctx, &st, sizeof(st)) != 0 || st.conns == 0 || ++term_ticks > 400) {
+    uv_close((uv_handle_t *)t, NULL);
+    rmx_ctx_stop(s_ctx);
+  }
+}
+
 static void on_term(uv_signal_t *h, int sig)
 {
+  static uv_timer_t t;
   (void)sig;
   uv_close((uv_handle_t *)h, NULL);
-  rmx_ctx_stop(s_ctx);
+  uv_timer_init(rmx_ctx_loop(s_ctx), &t);
+  uv_timer_start(&t, term_tick, 0, 50);
 }
 
 static int serve(const char *uri, int out, int n)
@@ -101,7 +123,10 @@ static int serve(const char *uri, int out, int n)
   uv_signal_start(&term, on_term, SIGTERM);
   dprintf(out, "%s\n", bound);
   rmx_ctx_run(s_ctx);
-  dprintf(out, "%d %d\n", accepted, echoed);
+  rmx_ctx_stats_t st;
+  rmx_ctx_stats_get(s_ctx, &st, sizeof(st));
+  dprintf(out, "%d %d %llu %llu\n", accepted, echoed, (unsigned long long)st.conns,
+          (unsigned long long)st.tp_reg_bytes);
   rmx_ctx_destroy(s_ctx);
   return 0;
 }
@@ -347,7 +372,8 @@ int main(int argc, char **argv)
 
   kill(pid, SIGTERM);
   int acc = -1, echo = -1, st;
-  if (fscanf(from, "%d %d", &acc, &echo) != 2)
+  unsigned long long left = 0, reg = 0;
+  if (fscanf(from, "%d %d %llu %llu", &acc, &echo, &left, &reg) != 4)
     FAIL("the server did not report");
   waitpid(pid, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
@@ -355,5 +381,14 @@ int main(int argc, char **argv)
   if (echo != want || acc < want)
     FAIL("the server accepted %d and echoed %d, for %d good clients", acc, echo, want);
   printf("burst: the server served all %d good clients and refused none\n", want);
+  /* Every connection's registrations went with it: what stays registered
+   * is at most the shared receive queue, made once per device. */
+  rmx_config_t dflt;
+  rmx_config_init(&dflt);
+  unsigned long long srq = ((unsigned long long)dflt.srq_depth * dflt.eager_size + 4095) & ~4095ull;
+  if (left != 0 || reg > (rdma ? srq : 0))
+    FAIL("after every client closed, the server still has %llu connections and %llu bytes "
+         "registered for them (the shared receive queue is %llu)", left, reg, rdma ? srq : 0);
+  printf("burst: the server is back to no connection and %llu bytes registered\n", reg);
   return 0;
 }

@@ -65,8 +65,11 @@ void rmx__vb_qp_destroy(struct rmx_tp_conn *tc)
 {
   rmx__vb_qp_destroy_qp(tc);
   rmx__vb_cq_give(tc, 0); /* parked: held until now, its completions may be there */
-  if (tc->rx_mr && ibv_dereg_mr(tc->rx_mr))
-    RMX_TP_LOG(tc->tp->env, WARN, "rdma: deregistering receive buffers failed");
+  if (tc->rx_mr) {
+    tc->tp->reg_bytes -= tc->rx_mr->length;
+    if (ibv_dereg_mr(tc->rx_mr))
+      RMX_TP_LOG(tc->tp->env, WARN, "rdma: deregistering receive buffers failed");
+  }
   tc->rx_mr = NULL;
   rmx__vb_pd_conn_release(tc); /* RMX_KEY_SCOPE=pd: after every use of its MRs */
   free(tc->rx_mem);

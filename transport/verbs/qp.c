@@ -28,6 +28,31 @@ static void rx_init(struct rmx_tp_conn *tc, uint32_t i)
   rx->wr.next = i + 1 < tc->rx_count ? &tc->rx[i + 1].wr : NULL;
 }
 
+/* The largest message a port of dev sends, asked of the device once: no
+ * device query per connection. */
+static uint64_t port_max_msg(vb_dev_t *dev, uint8_t port)
+{
+  struct ibv_port_attr pa;
+  uint64_t *known = port >= 1 && port <= 4 ? &dev->port_max_msg[port - 1] : NULL;
+  if (known && *known)
+    return *known;
+  uint64_t max = 1u << 30;
+  if (ibv_query_port(dev->verbs, port, &pa) == 0 && pa.max_msg_sz)
+    max = pa.max_msg_sz;
+  if (known)
+    *known = max;
+  return max;
+}
+
+/* Register tc's region (or the part of it that needs a key). */
+static int region_reg(struct rmx_tp_conn *tc, void *addr, size_t len)
+{
+  if (!(tc->rx_mr = ibv_reg_mr(tc->pd, addr, len, IBV_ACCESS_LOCAL_WRITE)))
+    return rmx__vb_reg_err(tc->tp, len, errno);
+  tc->tp->reg_bytes += len;
+  return 0;
+}
+
 #define VB_SRQ_AUTO_AT 64 /* RMX_SRQ=auto: QPs a device has before new ones share */
 
 /* Whether tc's QP takes its receives from the device's SRQ: 0 or 1, or an
@@ -59,7 +84,6 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   vb_dev_t *dev = tc->dev;
   const rmx_config_t *cfg = tp->env->cfg;
   uint32_t sq = 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
-  struct ibv_port_attr pattr;
   struct ibv_recv_wr *bad;
   int rc;
 
@@ -77,7 +101,10 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   tc->sig_every = sq / 2 < VB_SIG_EVERY ? sq / 2 : VB_SIG_EVERY;
   tc->rx_count = rq;
   tc->rx_size = cfg->eager_size;
-  size_t bytes = ((size_t)rq * tc->rx_size + (size_t)sq * VB_BOUNCE + 4095) & ~(size_t)4095;
+  /* One region: the receive buffers (none on the SRQ), each slot's bounce
+   * area, each slot's 8 bytes for an atomic's result. */
+  size_t rx_bytes = (size_t)rq * tc->rx_size, bounce_bytes = (size_t)sq * VB_BOUNCE;
+  size_t bytes = (rx_bytes + bounce_bytes + (size_t)sq * 8 + 4095) & ~(size_t)4095;
   tc->rx_mem = aligned_alloc(4096, bytes);
   tc->slots = calloc(sq, sizeof(*tc->slots));
   tc->rx = rq ? calloc(rq, sizeof(*tc->rx)) : NULL;
@@ -85,15 +112,15 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
     rc = RMX_ENOMEM;
     goto err;
   }
-  tc->bounce = tc->rx_mem + (size_t)rq * tc->rx_size;
+  tc->bounce = tc->rx_mem + rx_bytes;
+  tc->atomics = tc->bounce + bounce_bytes;
   tc->pd = dev->pd;
   if (dev->pd_per_conn && (rc = rmx__vb_pd_conn_open(tc)) != 0)
     goto err;
-  tc->rx_mr = ibv_reg_mr(tc->pd, tc->rx_mem, bytes, IBV_ACCESS_LOCAL_WRITE);
-  if (!tc->rx_mr) {
-    rc = rmx__vb_reg_err(tp, bytes, errno);
+  /* With receive buffers, registered now: they are posted as soon as the
+   * QP is made. On the SRQ, once the QP tells how much it inlines. */
+  if (!srq && (rc = region_reg(tc, tc->rx_mem, bytes)) != 0)
     goto err;
-  }
   for (uint32_t i = 0; i < sq; i++)
     tc->slots[i].tc = tc;
 
@@ -131,9 +158,14 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   if ((rc = rmx__vb_qpn_add(dev, tc)) != 0)
     goto err;
   tc->max_inline = qa.cap.max_inline_data;
-  tc->max_msg = 1u << 30;
-  if (ibv_query_port(dev->verbs, tc->id->port_num, &pattr) == 0 && pattr.max_msg_sz)
-    tc->max_msg = pattr.max_msg_sz;
+  tc->max_msg = port_max_msg(dev, tc->id->port_num);
+  /* Every copied send inlines from its bounce area where the QP inlines a
+   * whole one: then only the atomics' results need a key, and an idle
+   * connection pins a page, not the ring's bounce areas. */
+  if (srq && (rc = tc->max_inline >= VB_BOUNCE
+                       ? region_reg(tc, tc->atomics, (size_t)sq * 8)
+                       : region_reg(tc, tc->rx_mem, bytes)) != 0)
+    goto err;
 
   for (uint32_t i = 0; i < rq; i++)
     rx_init(tc, i);
@@ -477,7 +509,7 @@ int rmx__vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr,
   uint32_t idx = tc->head % tc->sq_depth;
   vb_slot_t *s = slot_take(tc, SLOT_ATOMIC, op);
   s->old = old;
-  s->bounce = tc->bounce + (size_t)idx * VB_BOUNCE; /* registered, 8-aligned */
+  s->bounce = tc->atomics + (size_t)idx * 8; /* registered, 8-aligned */
   s->wr.opcode = kind == RMX_TP_FADD ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
   s->wr.wr.atomic.remote_addr = raddr;
   s->wr.wr.atomic.rkey = (uint32_t)rkey;

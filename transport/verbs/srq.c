@@ -115,6 +115,7 @@ int rmx__vb_srq_get(vb_dev_t *dev)
     rc = rmx__vb_reg_err(dev->tp, bytes, errno);
     goto err;
   }
+  dev->tp->reg_bytes += bytes;
   if (!(dev->srq = ibv_create_srq(dev->pd, &ia))) {
     rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(dev->tp->env, ERROR, "rdma: cannot create a shared receive queue of %u on %s: %s",
@@ -190,8 +191,11 @@ void rmx__vb_srq_free(vb_dev_t *dev)
   if (dev->srq && ibv_destroy_srq(dev->srq))
     RMX_TP_LOG(dev->tp->env, WARN, "rdma: destroying the shared receive queue of %s failed",
                dev->name);
-  if (dev->srq_mr && ibv_dereg_mr(dev->srq_mr))
-    RMX_TP_LOG(dev->tp->env, WARN, "rdma: deregistering the shared receive buffers failed");
+  if (dev->srq_mr) {
+    dev->tp->reg_bytes -= dev->srq_mr->length;
+    if (ibv_dereg_mr(dev->srq_mr))
+      RMX_TP_LOG(dev->tp->env, WARN, "rdma: deregistering the shared receive buffers failed");
+  }
   free(dev->srq_mem);
   free(dev->srq_rx);
   dev->srq = NULL;

@@ -175,6 +175,8 @@ static void vb_fini(rmx_tp_t *tp)
  */
 static void vb_ready(rmx_tp_conn_t *tc) {}
 
+static uint64_t vb_reg_bytes(rmx_tp_t *tp) { return tp->reg_bytes; }
+
 RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .name = "rdma",
   .flags = RMX_TP_F_LOCAL_REG | RMX_TP_F_SEND_COPY,
@@ -191,6 +193,7 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .conn_label = rmx__vb_conn_label,
   .listen_close = rmx__vb_listen_close,
   .listen_pause = rmx__vb_listen_pause,
+  .reg_bytes = vb_reg_bytes,
   .connect = rmx__vb_connect,
   .accept = rmx__vb_accept,
   .reject = rmx__vb_reject,

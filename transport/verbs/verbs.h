@@ -75,6 +75,7 @@ typedef struct vb_dev {
   uv_async_t async_wake;
   int handles;
   struct ibv_device_attr attr;
+  uint64_t port_max_msg[4]; /* per port (1 to 4): 0 until asked */
   uint8_t windows;         /* keys scoped by type-2 memory windows bound to a QP */
   uint8_t pd_per_conn;     /* RMX_KEY_SCOPE=pd (or auto without windows): pd.c */
   uint8_t told_no_cap;     /* rmx_mem_pack refused in PD mode: logged once */
@@ -168,7 +169,9 @@ struct rmx_tp_conn {
   struct ibv_send_wr *chain, *chain_last; /* built, not yet posted */
   rmx_list_t flush_link;   /* in tp->unflushed while chain is non-empty */
   uint32_t max_inline;
-  uint8_t *bounce;         /* sq_depth * VB_BOUNCE, inside rx_mr */
+  uint8_t *bounce;         /* sq_depth * VB_BOUNCE: in rx_mr, except on the SRQ where
+                              every copied send is inlined */
+  uint8_t *atomics;        /* sq_depth * 8, in rx_mr: atomics' results */
   uint64_t max_msg;        /* largest single RDMA operation */
 
   /* receive queue */
@@ -257,6 +260,7 @@ struct rmx_tp {
   rmx_list_t unflushed;    /* conns with requests built, not yet posted */
   rmx_list_t parked;       /* closed undrained conns, kept until the CQ is clear */
   uint32_t live;           /* conns and listeners not yet freed */
+  uint64_t reg_bytes;      /* registered for itself: QPs' regions, SRQs */
   int handles;
   int finishing;
   int polling;             /* RMX_PROGRESS=poll */

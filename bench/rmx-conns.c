@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * rmx-conns: how one server holds up as its connections grow. A server
+ * (a child process, its own context) answers 8-byte RPCs; this process
+ * opens N connections to it at once, then keeps one call outstanding on
+ * every connection for SECONDS, and prints one line:
+ *
+ *   conns, connect time and rate (connections made per second, all asked
+ *   at once), calls per second, p50 and p99 round trip in us, the server's
+ *   resident and registered bytes per connection (with every connection
+ *   made and idle, less what it had listening alone), and fairness: the
+ *   fewest and the most calls one connection completed, over the mean.
+ *
+ *   rmx-conns tcp|rdma ADDR N [SECONDS] [--json]
+ *
+ * The server's settings come from the environment as usual (RMX_SRQ,
+ * RMX_PROGRESS...). Public API only.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <rmx/rmx.h>
+#include <uv.h>
+
+#include "tool.h"
+
+#define RPC_ID 7
+#define MAX_SAMPLES (4u << 20)
+
+static pid_t server_pid;
+
+static void die(const char *what, int rc)
+{
+  fprintf(stderr, "rmx-conns: %s: %s\n", what, rc ? rmx_strerror(rc) : strerror(errno));
+  if (server_pid > 0)
+    kill(server_pid, SIGKILL);
+  exit(1);
+}
+
+/* ---- the server ---- */
+
+static rmx_ctx_t *s_ctx;
+static int s_in, s_out; /* requests from the client process, reports to it */
+
+static void s_handler(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
+{
+  (void)arg;
+  rmx_rpc_reply(req, data, len);
+}
+
+static void s_gone(rmx_conn_t *c, int status, void *arg)
+{
+  (void)status;
+  (void)arg;
+  rmx_conn_close(c, NULL, NULL);
+}
+
+static void s_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
+{
+  (void)l;
+  (void)arg;
+  rmx_conn_cbs_t cbs = {.on_disconnect = s_gone};
+  rmx_conn_set_cbs(c, &cbs, NULL);
+}
+
+static long long rss_bytes(void)
+{
+  long long pages = 0, res = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f && fscanf(f, "%lld %lld", &pages, &res) != 2)
+    res = 0;
+  if (f)
+    fclose(f);
+  return res * sysconf(_SC_PAGESIZE);
+}
+
+/* 'r': report resident bytes, registered bytes and connections; 'q': end. */
+static void s_request(uv_poll_t *h, int status, int events)
+{
+  char cmd;
+  (void)status;
+  (void)events;
+  if (read(s_in, &cmd, 1) != 1 || cmd == 'q') {
+    uv_close((uv_handle_t *)h, NULL);
+    rmx_ctx_stop(s_ctx);
+    return;
+  }
+  rmx_ctx_stats_t st;
+  rmx_ctx_stats_get(s_ctx, &st, sizeof(st));
+  dprintf(s_out, "%lld %llu %llu\n", rss_bytes(),
+          (unsigned long long)st.tp_reg_bytes,
+          (unsigned long long)st.conns);
+}
+
+static int serve(const char *uri, int n)
+{
+  rmx_config_t cfg;
+  rmx_listener_t *l;
+  char bound[160];
+  rmx_config_init(&cfg);
+  if (cfg.max_conns < (uint32_t)n + 64)
+    cfg.max_conns = (uint32_t)n + 64;
+  if (rmx_ctx_create(&s_ctx, NULL, &cfg) || rmx_rpc_register(s_ctx, RPC_ID, s_handler, NULL) ||
+      rmx_listen(s_ctx, uri, s_accept, NULL, &l) || rmx_listener_uri(l, bound, sizeof(bound)))
+    return 1;
+  uv_poll_t p;
+  uv_poll_init(rmx_ctx_loop(s_ctx), &p, s_in);
+  uv_poll_start(&p, UV_READABLE, s_request);
+  dprintf(s_out, "%s\n", bound);
+  rmx_ctx_run(s_ctx);
+  rmx_ctx_destroy(s_ctx);
+  return 0;
+}
+
+/* ---- the client ---- */
+
+typedef struct cl {
+  rmx_conn_t *c;
+  uint64_t calls;
+  uint64_t sent_at;
+  int up;
+} cl_t;
+
+static rmx_ctx_t *ctx;
+static cl_t *cls;
+static int n, nup, nfailed, running, outstanding;
+static uint32_t *samples; /* round trips in ns, up to MAX_SAMPLES */
+static size_t nsamples;
+
+static void call(cl_t *k);
+
+static void on_reply(rmx_conn_t *c, int status, const void *data, size_t len, void *arg)
+{
+  cl_t *k = arg;
+  (void)c;
+  (void)data;
+  (void)len;
+  outstanding--;
+  if (status)
+    die("a call failed", status);
+  uint64_t now = uv_hrtime();
+  if (running) {
+    k->calls++;
+    if (nsamples < MAX_SAMPLES)
+      samples[nsamples++] = (uint32_t)(now - k->sent_at > UINT32_MAX ? UINT32_MAX
+                                                                     : now - k->sent_at);
+    call(k);
+  }
+}
+
+static void call(cl_t *k)
+{
+  uint64_t v = 42;
+  k->sent_at = uv_hrtime();
+  int rc = rmx_rpc_call(k->c, RPC_ID, &v, sizeof(v), 0, on_reply, k, NULL);
+  if (rc)
+    die("rmx_rpc_call", rc);
+  outstanding++;
+}
+
+static void on_connected(rmx_conn_t *c, int status, void *arg)
+{
+  cl_t *k = arg;
+  (void)c;
+  if (status) {
+    if (nfailed++ < 3)
+      fprintf(stderr, "rmx-conns: a connect failed: %s\n", rmx_strerror(status));
+    return;
+  }
+  k->up = 1;
+  nup++;
+}
+
+static void spin_until(const int *a, const int *b, int want, double secs)
+{
+  uint64_t end = uv_hrtime() + (uint64_t)(secs * 1e9);
+  while (*a + (b ? *b : 0) < want) {
+    if (rmx_ctx_progress(ctx) < 0)
+      die("progress", 0);
+    if (uv_hrtime() > end) {
+      fprintf(stderr, "rmx-conns: timed out (%d of %d)\n", *a + (b ? *b : 0), want);
+      kill(server_pid, SIGKILL);
+      exit(1);
+    }
+  }
+}
+
+static void ask(FILE *from, int to, long long *rss, unsigned long long *reg, unsigned long long *c)
+{
+  if (write(to, "r", 1) != 1 || fscanf(from, "%lld %llu %llu", rss, reg, c) != 3)
+    die("the server did not report", 0);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static const char usage[] =
+    "usage: rmx-conns [--json] tcp|rdma ADDR N [SECONDS]\n"
+    "  One server (a child process) answers 8-byte RPCs; N connections to it are\n"
+    "  opened at once, then each keeps one call outstanding for SECONDS (3).\n"
+    "  Prints the connect time and rate, calls per second, p50 and p99 round\n"
+    "  trip, the server's resident and registered bytes per idle connection, and\n"
+    "  the fewest and most calls of one connection over the mean.\n"
+    "  --json     one JSON object instead of the line\n"
+    "  --version  the tool's and the library's version\n";
+
+int main(int argc, char **argv)
+{
+  static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
+                                       {"version", no_argument, NULL, 'V'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {NULL, 0, NULL, 0}};
+  int json = 0, ch;
+  tool_init(argv, usage);
+  opterr = 0;
+  while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    if (ch == 'h')
+      tool_help();
+    if (ch == 'V')
+      tool_version();
+    if (ch == 'j')
+      json = 1;
+    else
+      tool_bad("unknown option '%s'", argv[optind - 1]);
+  }
+  int argn = argc - optind;
+  char **args = argv + optind;
+  if (argn < 3 || argn > 4)
+    tool_bad("expected tcp|rdma, an address and a count");
+  if (strcmp(args[0], "tcp") != 0 && strcmp(args[0], "rdma") != 0)
+    tool_bad("unknown transport '%s'", args[0]);
+  n = (int)tool_num("N", args[2], 1, 1000000);
+  double secs = argn > 3 ? (double)tool_num("SECONDS", args[3], 1, 3600) : 3.0;
+  signal(SIGPIPE, SIG_IGN);
+  struct rlimit rl; /* a socket per connection, at each end */
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  int req[2], rep[2];
+  if (pipe(req) || pipe(rep))
+    die("pipe", 0);
+  char uri[200];
+  snprintf(uri, sizeof(uri), "%s://%s:0", args[0], args[1]);
+  server_pid = fork();
+  if (server_pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    s_in = req[0];
+    s_out = rep[1];
+    _exit(serve(uri, n));
+  }
+  FILE *from = fdopen(rep[0], "r");
+  char bound[200];
+  if (!from || !fgets(bound, sizeof(bound), from))
+    die("the server did not start", 0);
+  bound[strcspn(bound, "\n")] = 0;
+
+  rmx_config_t cfg;
+  rmx_config_init(&cfg);
+  if (cfg.rpc_max_inflight < 4)
+    cfg.rpc_max_inflight = 4;
+  int rc = rmx_ctx_create(&ctx, NULL, &cfg);
+  if (rc)
+    die("context", rc);
+  cls = calloc((size_t)n, sizeof(*cls));
+  samples = malloc(MAX_SAMPLES * sizeof(*samples));
+  if (!cls || !samples)
+    die("memory", 0);
+
+  long long rss0, rss1;
+  unsigned long long reg0, reg1, c0, c1;
+  ask(from, req[1], &rss0, &reg0, &c0);
+  uint64_t t0 = uv_hrtime();
+  for (int i = 0; i < n; i++)
+    if ((rc = rmx_connect(ctx, bound, on_connected, &cls[i], &cls[i].c)) != 0)
+      die("rmx_connect", rc);
+  spin_until(&nup, &nfailed, n, 600);
+  double tconn = (double)(uv_hrtime() - t0) / 1e9;
+  if (nfailed)
+    die("not every connection was made", RMX_ECONNREFUSED);
+  for (int i = 0; i < 200; i++) /* the server's side settles */
+    rmx_ctx_progress(ctx);
+  ask(from, req[1], &rss1, &reg1, &c1);
+
+  running = 1;
+  for (int i = 0; i < n; i++)
+    call(&cls[i]);
+  uint64_t start = uv_hrtime(), stop = start + (uint64_t)(secs * 1e9);
+  while (uv_hrtime() < stop)
+    if (rmx_ctx_progress(ctx) < 0)
+      die("progress", 0);
+  running = 0;
+  double elapsed = (double)(uv_hrtime() - start) / 1e9;
+  while (outstanding > 0) /* the calls in flight end */
+    if (rmx_ctx_progress(ctx) < 0)
+      die("progress", 0);
+
+  uint64_t total = 0, lo = UINT64_MAX, hi = 0;
+  for (int i = 0; i < n; i++) {
+    total += cls[i].calls;
+    lo = cls[i].calls < lo ? cls[i].calls : lo;
+    hi = cls[i].calls > hi ? cls[i].calls : hi;
+  }
+  qsort(samples, nsamples, sizeof(*samples), cmp_u32);
+  double p50 = nsamples ? samples[nsamples / 2] / 1e3 : 0;
+  double p99 = nsamples ? samples[(size_t)((double)nsamples * 0.99)] / 1e3 : 0;
+  double mean = (double)total / n;
+  double rate = (double)total / elapsed;
+  double rss_per = (double)(rss1 - rss0) / n, reg_per = ((double)reg1 - (double)reg0) / n;
+  if (json)
+    printf("{\"conns\": %d, \"connect_s\": %.3f, \"connects_per_s\": %.0f, \"calls_per_s\": %.0f, "
+           "\"p50_us\": %.1f, \"p99_us\": %.1f, \"server_rss_per_conn\": %.0f, "
+           "\"server_reg_per_conn\": %.0f, \"fewest_over_mean\": %.2f, "
+           "\"most_over_mean\": %.2f}\n",
+           n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean);
+  else
+    printf("conns %d  connect %.3f s (%.0f/s)  %.0f calls/s  p50 %.1f us  p99 %.1f us  "
+           "server per conn: %.0f B resident, %.0f B registered  fairness %.2f .. %.2f\n",
+           n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean);
+  fflush(stdout);
+
+  for (int i = 0; i < n; i++)
+    rmx_conn_close(cls[i].c, NULL, NULL);
+  rmx_ctx_destroy(ctx);
+  if (write(req[1], "q", 1) != 1)
+    die("the server is gone", 0);
+  int st;
+  waitpid(server_pid, &st, 0);
+  free(cls);
+  free(samples);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
