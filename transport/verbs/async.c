@@ -201,15 +201,12 @@ static void fail_dev_conns(vb_dev_t *dev, int port, int status)
   }
 }
 
+/* The device's map holds every QP until it is destroyed; the pointer too
+ * must match, so a number reused by a newer QP is not taken for it. */
 static struct rmx_tp_conn *conn_by_qp(vb_dev_t *dev, const vb_async_ev_t *e)
 {
-  rmx_list_t *n;
-  rmx_list_foreach(n, &dev->tp->conns) {
-    struct rmx_tp_conn *tc = rmx_container_of(n, struct rmx_tp_conn, link);
-    if (tc->dev == dev && tc->qp == e->qp && tc->qp->qp_num == e->qp_num)
-      return tc;
-  }
-  return NULL;
+  struct rmx_tp_conn *tc = rmx__vb_qpn_find(dev, e->qp_num);
+  return tc && tc->qp == e->qp ? tc : NULL;
 }
 
 static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
