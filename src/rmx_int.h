@@ -286,7 +286,8 @@ struct rmx_listener {
   rmx_accept_cb on_accept;
   void *arg;
   int closed;
-  uint32_t refs;       /* 1 for the user + 1 per connection it made, until freed */
+  struct rmx__member *member; /* a listener group's member (src/conn/group.h), or NULL */
+  uint32_t refs;       /* 1 for the user + 1 per connection it made (+ 1 as a member) */
   uint32_t nconns;     /* connections it made, not yet freed */
   uint32_t naccepting; /* of those, still in their handshake */
   uint8_t paused;      /* the transport's listener is paused: naccepting is at the limit */
@@ -477,7 +478,6 @@ void rmx__conn_closed(rmx_conn_t *c);        /* the transport's CLOSED */
 void rmx__conn_close_watch(rmx_conn_t *c);   /* an orderly close with a deadline */
 void rmx__listener_unref(rmx_listener_t *l);
 void rmx__listener_slots(rmx_listener_t *l); /* pause or resume its transport listener */
-
 /* ---- connection set-up (src/conn/connect.c) ---- */
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
 void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev);

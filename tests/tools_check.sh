@@ -25,7 +25,7 @@ cleanup() {
 trap cleanup EXIT
 say() { echo "tools: $*"; bad=1; }
 u=tcp://127.0.0.1:1 # nothing listens there: connecting is refused
-tools="rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed rmx-spin rmx-conns"
+tools="rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed rmx-spin rmx-conns rmx-percore"
 version=$(sed -n 's/^#define RMX_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' \
           "$src/include/rmx/rmx.h" | paste -sd.)
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || say "no version found in include/rmx/rmx.h"
@@ -101,6 +101,9 @@ refuse rmx-bulk-copy fetch "$u" f 0
 refuse rmx-bulk-copy serve "$u" f 10
 refuse rmx-embed tcp://127.0.0.1:0 extra
 refuse rmx-spin tcp://127.0.0.1:0 5 extra
+refuse rmx-percore
+refuse rmx-percore tcp://127.0.0.1:0 0
+refuse rmx-percore tcp://127.0.0.1:0 2 extra
 refuse rmx-spin tcp://127.0.0.1:0 0
 refuse rmx-spin tcp://127.0.0.1:0 abc
 
@@ -186,6 +189,7 @@ for uri in nonsense tcp//127.0.0.1:1 tcp://:1 tcp://127.0.0.1:99999 tcp://127.0.
   refuse_naming rmx-bulk-copy serve "$uri" /dev/null
   refuse_naming rmx-embed "$uri"
   refuse_naming rmx-spin "$uri"
+  refuse_naming rmx-percore "$uri"
 done
 # ... while a well-formed URI that nothing answers is the run's failure: 1
 runtime() {
@@ -197,6 +201,7 @@ runtime rmx-perf client "$u" -n 1
 runtime rmx-kv get "$u" key
 runtime rmx-bulk-copy fetch "$u" "$work/f"
 runtime rmx-spin tcp://198.51.100.1:0 1 # an address of no host here: cannot listen
+runtime rmx-percore tcp://198.51.100.1:0 1
 
 # Numbers: an overflowing size or count is refused, naming the argument
 # and its range; a number past 64 bits too.
@@ -239,6 +244,21 @@ if [ -n "$uri" ]; then
 fi
 "$bin/rmx-spin" tcp://127.0.0.1:0 010 >"$out" 2>"$err" || say "rmx-spin 010 failed: $(cat "$err")"
 grep -q '^spin: 10 round trips' "$out" || say "rmx-spin tcp://127.0.0.1:0 010 did not make 10 round trips: $(cat "$out")"
+# A server on every core: four clients one after another, handed to its
+# two threads in turn; SIGTERM ends it with each thread's count.
+"$bin/rmx-percore" tcp://127.0.0.1:0 2 >"$work/percore.log" 2>&1 &
+pc=$!
+uri=
+for _ in $(seq 100); do
+  uri=$(sed -n 's/^rmx-percore: 2 threads serving //p' "$work/percore.log")
+  [ -n "$uri" ] && break; sleep 0.1
+done
+for _ in 1 2 3 4; do
+  "$bin/rmx-echo" client "$uri" 3 >"$out" 2>"$err" || say "rmx-echo client $uri against rmx-percore: $(cat "$err")"
+done
+kill -TERM "$pc"; wait "$pc" || say "rmx-percore exited $? on SIGTERM"
+[ "$(grep -c '^thread [01]: 2 connections, 6 requests$' "$work/percore.log")" = 2 ] ||
+  say "rmx-percore did not hand two clients to each thread: $(cat "$work/percore.log")"
 start perf rmx-perf server tcp://127.0.0.1:0
 if [ -n "$uri" ]; then
   "$bin/rmx-perf" client "$uri" -t send_lat -s 010 -n 010 -w 010 --json >"$out" 2>"$err" ||

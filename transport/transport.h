@@ -77,6 +77,14 @@ typedef struct rmx_tp rmx_tp_t;                   /* per-context transport insta
 typedef struct rmx_tp_conn rmx_tp_conn_t;         /* one connection */
 typedef struct rmx_tp_listener rmx_tp_listener_t; /* one listening endpoint */
 typedef struct rmx_tp_mem rmx_tp_mem_t;           /* one registration */
+typedef struct rmx_tp_gate rmx_tp_gate_t;         /* a listening endpoint of a group */
+
+/* A peer a gate took that no context has yet (TCP: its accepted socket;
+ * verbs: its connection request). The transport's own object starts with
+ * this; the core only links it into its lists. */
+typedef struct rmx_tp_raw {
+  rmx_list_t link;
+} rmx_tp_raw_t;
 
 /* Access rights for mem_reg. */
 enum {
@@ -208,6 +216,8 @@ typedef struct rmx_tp_ops {
   int (*devices)(rmx_device_info_t **out, int *n);
 
   /* Bind and listen on sa. Incoming peers go to env->incoming(owner, ...).
+   * With sa NULL (transports with gate_open): a group member's listener,
+   * whose peers come from feed; listen_addr is not called on it.
    * Errors: RMX_EADDRINUSE, RMX_EADDRNOTAVAIL, RMX_EACCES, RMX_EINVAL,
    * RMX_ENODEV (verbs: no device on that address), RMX_ENOTSUP (verbs: the
    * address's device is not the one this context uses), RMX_ENOMEM,
@@ -238,6 +248,38 @@ typedef struct rmx_tp_ops {
    * a peer whose hello has not come within cfg->handshake_timeout_ms.
    * Never calls back. */
   void (*listen_pause)(rmx_tp_listener_t *l, int pause);
+
+  /*
+   * Listener groups (src/conn/group.c). Optional: gate_open NULL means the
+   * transport has none, and then every gate op is NULL. A gate is a
+   * listening endpoint no context owns. Every member context's loop
+   * watches *fd; the one that sees it readable takes the waiting peers
+   * under the group's lock and hands each to one member: gate_give moves
+   * it to that member's transport instance, whose listener (made by
+   * listen with sa NULL: it has no address of its own) gets it from
+   * feed. Gate ops are called from any thread, one at a time under the
+   * group's lock; they neither log nor call back.
+   */
+  /* Bind and listen on sa. Errors as for listen. */
+  int (*gate_open)(const struct sockaddr *sa, rmx_tp_gate_t **g, int *fd);
+  int (*gate_addr)(rmx_tp_gate_t *g, struct sockaddr_storage *ss);
+  /* The next waiting peer in *raw: 0, RMX_EAGAIN (none now), or an error
+   * meaning no peer can be taken now (RMX_EMFILE: out of descriptors). */
+  int (*gate_take)(rmx_tp_gate_t *g, rmx_tp_raw_t **raw);
+  /* raw goes to tp's listener (verbs: its request moves to tp's event
+   * channel), or back to the gate with tp NULL, to wait there for a
+   * member. On error raw is unchanged and the core drops it. */
+  int (*gate_give)(rmx_tp_gate_t *g, rmx_tp_raw_t *raw, rmx_tp_t *tp);
+  /* Refuse a peer no member will take (its connect fails) and free raw. */
+  void (*gate_drop)(rmx_tp_raw_t *raw);
+  void (*gate_close)(rmx_tp_gate_t *g);
+  /* On a member's listener, from its loop: take raw, which waits like a
+   * peer in a listen backlog (paused, or past the handshake limit) and
+   * comes to env->incoming from the loop, never inside this call. */
+  void (*feed)(rmx_tp_listener_t *l, rmx_tp_raw_t *raw);
+  /* A fed peer the listener has not taken yet, oldest first, for another
+   * member when this one leaves; NULL when none is left. */
+  rmx_tp_raw_t *(*unfeed)(rmx_tp_listener_t *l);
 
   /* Start connecting to sa; hello (at most hello_max bytes) is copied.
    * ESTABLISHED (with the peer's hello) or DISCONNECTED follows, from the

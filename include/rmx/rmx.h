@@ -571,9 +571,9 @@ RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on
                          void *arg);
 /**@}*/
 
-#include <rmx/rmx_ops.h> /* one-sided RDMA and RPC */
-
+#include <rmx/rmx_ops.h>   /* one-sided RDMA and RPC */
 #include <rmx/rmx_stats.h> /* rmx_ctx_stats */
+#include <rmx/rmx_group.h> /* one address, several contexts */
 
 #ifdef __cplusplus
 }

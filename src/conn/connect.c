@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rmx_int.h"
+#include "group.h"
 
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
 {
@@ -127,6 +127,29 @@ static int resolve_now(rmx_ctx_t *ctx, const rmx__uri_t *u, struct addrinfo **re
   return 0;
 }
 
+int rmx__listener_open(rmx_ctx_t *ctx, int tpi, const struct sockaddr *sa,
+                       rmx_accept_cb on_accept, void *arg, rmx_listener_t **out)
+{
+  int rc = tp_open(ctx, tpi);
+  if (rc)
+    return rc;
+  rmx_listener_t *l = calloc(1, sizeof(*l));
+  if (!l)
+    return RMX_ENOMEM;
+  l->ctx = ctx;
+  l->tpi = tpi;
+  l->on_accept = on_accept;
+  l->arg = arg;
+  l->refs = 1;
+  if ((rc = ctx->tp_ops[tpi]->listen(ctx->tp[tpi], sa, l, &l->tl)) != 0) {
+    free(l);
+    return rc;
+  }
+  rmx_list_push(&ctx->listeners, &l->link);
+  *out = l;
+  return 0;
+}
+
 int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *arg,
                rmx_listener_t **out)
 {
@@ -140,24 +163,7 @@ int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *a
     return rc;
   if ((rc = resolve_now(ctx, &u, &res)) != 0)
     return rc;
-  rmx_listener_t *l = calloc(1, sizeof(*l));
-  if (!l) {
-    rc = RMX_ENOMEM;
-    goto out_res;
-  }
-  l->ctx = ctx;
-  l->tpi = tpi;
-  l->on_accept = on_accept;
-  l->arg = arg;
-  l->refs = 1;
-  rc = ctx->tp_ops[tpi]->listen(ctx->tp[tpi], res->ai_addr, l, &l->tl);
-  if (rc) {
-    free(l);
-    goto out_res;
-  }
-  rmx_list_push(&ctx->listeners, &l->link);
-  *out = l;
-out_res:
+  rc = rmx__listener_open(ctx, tpi, res->ai_addr, on_accept, arg, out);
   freeaddrinfo(res);
   return rc;
 }
@@ -168,6 +174,8 @@ void rmx_listener_close(rmx_listener_t *l)
     return;
   l->closed = 1;
   rmx_list_del(&l->link);
+  if (l->member)
+    rmx__group_leave(l);
   l->ctx->tp_ops[l->tpi]->listen_close(l->tl);
   rmx__listener_unref(l);
 }

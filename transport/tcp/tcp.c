@@ -56,11 +56,20 @@ static int may_take(const rmx_tp_listener_t *l)
 }
 
 static void on_readable(uv_poll_t *p, int status, int events);
+static void take(rmx_tp_listener_t *l, int fd);
 
-/* Watch the listening socket exactly while a peer may be taken. */
+/* Watch the listening socket exactly while a peer may be taken; a group
+ * member's listener takes what it was fed instead. */
 static void listener_kick(rmx_tp_listener_t *l)
 {
-  int want = may_take(l);
+  while (l->member && l->nfed && may_take(l)) {
+    tcp_raw_t *r = rmx_container_of(rmx_list_pop(&l->fed), tcp_raw_t, raw.link);
+    int fd = r->fd;
+    l->nfed--;
+    free(r);
+    take(l, fd);
+  }
+  int want = !l->member && may_take(l);
   if (want == l->polling)
     return;
   if (want ? uv_poll_start(&l->poll, UV_READABLE, on_readable) == 0
@@ -163,6 +172,31 @@ static void tcp_listen_pause(rmx_tp_listener_t *l, int pause)
   listener_kick(l);
 }
 
+/* A group member's listener: peers come from the gate (gate.c), and wait
+ * here as they would in the backlog, TCP_FED_MAX at most. */
+static void tcp_feed(rmx_tp_listener_t *l, rmx_tp_raw_t *raw)
+{
+  tcp_raw_t *r = rmx_container_of(raw, tcp_raw_t, raw);
+  if (l->nfed >= TCP_FED_MAX) {
+    RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_handshakes, uv_now(l->tp->loop), WARN,
+                       "tcp: dropping a peer of the group: %u already wait here", l->nfed);
+    rmx__tcp_gate_drop(raw);
+    return;
+  }
+  rmx_list_push(&l->fed, &r->raw.link);
+  l->nfed++;
+  listener_kick(l);
+}
+
+static rmx_tp_raw_t *tcp_unfeed(rmx_tp_listener_t *l)
+{
+  rmx_list_t *n = rmx_list_pop(&l->fed);
+  if (!n)
+    return NULL;
+  l->nfed--;
+  return rmx_container_of(n, rmx_tp_raw_t, link);
+}
+
 static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
                       rmx_tp_listener_t **out)
 {
@@ -174,6 +208,17 @@ static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
   l->tp = tp;
   l->owner = owner;
   rmx_list_init(&l->pending);
+  rmx_list_init(&l->fed);
+  if (!sa) {
+    l->member = 1;
+    uv_timer_init(tp->loop, &l->retry);
+    l->retry.data = l;
+    l->handles = 1;
+    tp->live++;
+    rmx_list_push(&tp->listeners, &l->tp_link);
+    *out = l;
+    return 0;
+  }
   uv_tcp_init(tp->loop, &l->h);
   uv_timer_init(tp->loop, &l->retry);
   l->h.data = l->poll.data = l->retry.data = l;
@@ -224,6 +269,13 @@ static void tcp_listen_close(rmx_tp_listener_t *l)
   rmx_list_del(&l->tp_link);
   while ((n = l->pending.next) != &l->pending)
     rmx__tcp_conn_close(rmx_container_of(n, rmx_tp_conn_t, lst_link));
+  rmx_tp_raw_t *r;
+  while ((r = tcp_unfeed(l)) != NULL)
+    rmx__tcp_gate_drop(r);
+  if (l->member) {
+    uv_close((uv_handle_t *)&l->retry, listener_closed);
+    return;
+  }
   uv_close((uv_handle_t *)&l->poll, listener_closed); /* before the socket it watches */
   uv_close((uv_handle_t *)&l->retry, listener_closed);
   uv_close((uv_handle_t *)&l->h, listener_closed);
@@ -386,6 +438,14 @@ const rmx_tp_ops_t rmx__tcp_ops = {
   .local_addr = tcp_local_addr,
   .listen_close = tcp_listen_close,
   .listen_pause = tcp_listen_pause,
+  .gate_open = rmx__tcp_gate_open,
+  .gate_addr = rmx__tcp_gate_addr,
+  .gate_take = rmx__tcp_gate_take,
+  .gate_give = rmx__tcp_gate_give,
+  .gate_drop = rmx__tcp_gate_drop,
+  .gate_close = rmx__tcp_gate_close,
+  .feed = tcp_feed,
+  .unfeed = tcp_unfeed,
   .connect = rmx__tcp_connect,
   .accept = rmx__tcp_accept,
   .reject = rmx__tcp_reject,

@@ -170,7 +170,27 @@ struct rmx_tp_listener {
   uint8_t polling;  /* poll is started */
   uint8_t starved;  /* accept ran out of descriptors: retry is started */
   uint8_t handles;  /* open handles of h, poll and retry */
+  uint8_t member;   /* a group member's: no socket; peers come from feed */
+  rmx_list_t fed;   /* tcp_raw_t handed to a member, not taken yet */
+  uint32_t nfed;
 };
+
+/* A peer a group's gate accepted (gate.c): its socket, not yet opened in
+ * any loop. */
+typedef struct tcp_raw {
+  rmx_tp_raw_t raw;
+  int fd;
+} tcp_raw_t;
+
+#define TCP_FED_MAX 1024 /* peers waiting in a member's listener; more are dropped */
+
+/* gate.c: a group's listening socket */
+int rmx__tcp_gate_open(const struct sockaddr *sa, rmx_tp_gate_t **g, int *fd);
+int rmx__tcp_gate_addr(rmx_tp_gate_t *g, struct sockaddr_storage *ss);
+int rmx__tcp_gate_take(rmx_tp_gate_t *g, rmx_tp_raw_t **raw);
+int rmx__tcp_gate_give(rmx_tp_gate_t *g, rmx_tp_raw_t *raw, rmx_tp_t *tp);
+void rmx__tcp_gate_drop(rmx_tp_raw_t *raw);
+void rmx__tcp_gate_close(rmx_tp_gate_t *g);
 
 struct rmx_tp_conn {
   uv_tcp_t h;

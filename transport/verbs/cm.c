@@ -128,6 +128,8 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
   l->tp = tp;
   l->owner = owner;
   rmx_list_init(&l->held);
+  if (!sa) /* a group member's: requests come from feed */
+    goto made;
   if (rdma_create_id(tp->ech, &l->id, l, RDMA_PS_TCP)) {
     free(l);
     return rmx__vb_err_from_errno(errno);
@@ -153,6 +155,7 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
     free(l);
     return rc;
   }
+made:
   uv_timer_init(tp->loop, &l->timer);
   l->timer.data = l;
   vb_tp_live(tp);
@@ -210,7 +213,7 @@ static void reject_with(struct rdma_cm_id *id, int status)
 }
 
 /* ... one no connection was made for. */
-static void refuse_id(struct rdma_cm_id *id, int status)
+void rmx__vb_refuse_id(struct rdma_cm_id *id, int status)
 {
   reject_with(id, status);
   rdma_destroy_id(id);
@@ -228,11 +231,12 @@ void rmx__vb_listen_close(struct rmx_tp_listener *l)
 {
   rmx_list_t *n;
   while ((n = rmx_list_pop(&l->held)) != NULL) {
-    vb_held_t *h = rmx_container_of(n, vb_held_t, link);
-    refuse_id(h->id, RMX_ECONNREFUSED);
+    vb_held_t *h = rmx_container_of(n, vb_held_t, raw.link);
+    rmx__vb_refuse_id(h->id, RMX_ECONNREFUSED);
     free(h);
   }
-  rdma_destroy_id(l->id);
+  if (l->id)
+    rdma_destroy_id(l->id);
   uv_close((uv_handle_t *)&l->timer, listener_closed);
 }
 
@@ -275,12 +279,12 @@ static void held_run(uv_timer_t *t)
   struct rmx_tp_listener *l = t->data;
   uint64_t now = uv_now(l->tp->loop), limit = l->tp->env->cfg->connect_timeout_ms;
   while (!rmx_list_empty(&l->held)) {
-    vb_held_t *h = rmx_container_of(l->held.next, vb_held_t, link);
+    vb_held_t *h = rmx_container_of(l->held.next, vb_held_t, raw.link);
     if (now - h->since < limit && l->paused) {
       uv_timer_start(&l->timer, held_run, h->since + limit - now, 0);
       return;
     }
-    rmx_list_del(&h->link);
+    rmx_list_del(&h->raw.link);
     l->nheld--;
     if (now - h->since >= limit) {
       char a[96];
@@ -289,7 +293,7 @@ static void held_run(uv_timer_t *t)
                          "(RMX_MAX_HANDSHAKES, RMX_CONNECT_TIMEOUT_MS)",
                          rmx__sa_str(rdma_get_peer_addr(h->id), a, sizeof(a)),
                          (unsigned long long)(now - h->since));
-      refuse_id(h->id, RMX_EAGAIN);
+      rmx__vb_refuse_id(h->id, RMX_EAGAIN);
     } else {
       on_request(l, h->id, h->pd, h->len); /* may pause the listener again */
     }
@@ -297,34 +301,44 @@ static void held_run(uv_timer_t *t)
   }
 }
 
-static void hold(struct rmx_tp_listener *l, struct rdma_cm_id *id, const void *pdata, size_t len)
+/* Hold h, oldest first; taken from the timer at once unless paused. */
+static void hold(struct rmx_tp_listener *l, vb_held_t *h)
 {
-  vb_held_t *h = l->nheld < VB_BACKLOG ? malloc(sizeof(*h)) : NULL;
-  if (!h) {
+  if (l->nheld >= VB_BACKLOG) {
     char a[96];
     RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_refused, uv_now(l->tp->loop), WARN,
                        "rdma: refusing %s: %u requests already wait for a handshake slot",
-                       rmx__sa_str(rdma_get_peer_addr(id), a, sizeof(a)), l->nheld);
-    refuse_id(id, RMX_EAGAIN);
+                       rmx__sa_str(rdma_get_peer_addr(h->id), a, sizeof(a)), l->nheld);
+    rmx__vb_refuse_id(h->id, RMX_EAGAIN);
+    free(h);
     return;
   }
-  id->context = NULL;
-  h->id = id;
+  h->id->context = NULL;
   h->since = uv_now(l->tp->loop);
-  h->len = len;
-  memcpy(h->pd, pdata, len);
-  rmx_list_push(&l->held, &h->link);
-  if (l->nheld++ == 0)
+  rmx_list_push(&l->held, &h->raw.link);
+  l->nheld++;
+  if (!l->paused)
+    uv_timer_start(&l->timer, held_run, 0, 0);
+  else if (!uv_is_active((uv_handle_t *)&l->timer))
     uv_timer_start(&l->timer, held_run, l->tp->env->cfg->connect_timeout_ms, 0);
 }
 
 static void on_connect_request(struct rmx_tp_listener *l, struct rdma_cm_id *id,
                                const void *pdata, size_t len)
 {
-  if (l->paused || l->nheld) /* in order: none overtakes one held */
-    hold(l, id, pdata, len);
-  else
+  if (!l->paused && !l->nheld) { /* in order: none overtakes one held */
     on_request(l, id, pdata, len);
+    return;
+  }
+  vb_held_t *h = malloc(sizeof(*h));
+  if (!h) {
+    rmx__vb_refuse_id(id, RMX_ENOMEM);
+    return;
+  }
+  h->id = id;
+  h->len = len;
+  memcpy(h->pd, pdata, len);
+  hold(l, h);
 }
 
 void rmx__vb_listen_pause(struct rmx_tp_listener *l, int pause)
@@ -332,6 +346,22 @@ void rmx__vb_listen_pause(struct rmx_tp_listener *l, int pause)
   l->paused = (uint8_t)(pause != 0);
   if (!l->paused && l->nheld) /* from the loop: this never calls back */
     uv_timer_start(&l->timer, held_run, 0, 0);
+}
+
+/* A request a group's gate moved to this member's channel: it waits as a
+ * held one does, and is taken from the timer, never inside this call. */
+void rmx__vb_feed(struct rmx_tp_listener *l, rmx_tp_raw_t *raw)
+{
+  hold(l, rmx_container_of(raw, vb_held_t, raw));
+}
+
+rmx_tp_raw_t *rmx__vb_unfeed(struct rmx_tp_listener *l)
+{
+  rmx_list_t *n = rmx_list_pop(&l->held);
+  if (!n)
+    return NULL;
+  l->nheld--;
+  return rmx_container_of(n, rmx_tp_raw_t, link);
 }
 
 int rmx__vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len)

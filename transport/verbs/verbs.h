@@ -195,9 +195,10 @@ struct rmx_tp_conn {
   vb_slot_t drain_slot;
 };
 
-/* A connect request the listener holds while the core has paused it. */
+/* A connect request the listener holds while the core has paused it, or
+ * one a group's gate took (gate.c), on its way to a member's listener. */
 typedef struct vb_held {
-  rmx_list_t link;
+  rmx_tp_raw_t raw;
   struct rdma_cm_id *id;
   uint64_t since;          /* uv_now when it came */
   size_t len;
@@ -454,6 +455,16 @@ int rmx__vb_local_addr(struct rmx_tp_conn *tc, struct sockaddr_storage *ss);
 int rmx__vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len);
 void rmx__vb_listen_close(struct rmx_tp_listener *l);
 void rmx__vb_listen_pause(struct rmx_tp_listener *l, int pause);
+void rmx__vb_feed(struct rmx_tp_listener *l, rmx_tp_raw_t *raw);
+rmx_tp_raw_t *rmx__vb_unfeed(struct rmx_tp_listener *l);
+void rmx__vb_refuse_id(struct rdma_cm_id *id, int status);
+/* gate.c: a group's connection-manager listener */
+int rmx__vb_gate_open(const struct sockaddr *sa, rmx_tp_gate_t **g, int *fd);
+int rmx__vb_gate_addr(rmx_tp_gate_t *g, struct sockaddr_storage *ss);
+int rmx__vb_gate_take(rmx_tp_gate_t *g, rmx_tp_raw_t **raw);
+int rmx__vb_gate_give(rmx_tp_gate_t *g, rmx_tp_raw_t *raw, struct rmx_tp *tp);
+void rmx__vb_gate_drop(rmx_tp_raw_t *raw);
+void rmx__vb_gate_close(rmx_tp_gate_t *g);
 int rmx__vb_connect(struct rmx_tp *tp, const struct sockaddr *sa, const void *hello, size_t len,
                     void *owner, struct rmx_tp_conn **out);
 int rmx__vb_accept(struct rmx_tp_conn *tc, void *owner, const void *hello, size_t len);
