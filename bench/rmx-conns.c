@@ -12,13 +12,18 @@
  *   made and idle, less what it had listening alone), and fairness: the
  *   fewest and the most calls one connection completed, over the mean.
  *
- *   rmx-conns tcp|rdma ADDR N [SECONDS] [--json]
+ *   rmx-conns tcp|rdma ADDR N [SECONDS] [--json] [--contexts K]
  *
- * The server's settings come from the environment as usual (RMX_SRQ,
+ * With --contexts K the server is K contexts, one thread each, serving
+ * one listener group; it then also reports how evenly the connections
+ * were spread (the fewest and most one context took, over the mean). The
+ * server's settings come from the environment as usual (RMX_SRQ,
  * RMX_PROGRESS...). Public API only.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,7 +54,20 @@ static void die(const char *what, int rc)
 
 /* ---- the server ---- */
 
-static rmx_ctx_t *s_ctx;
+/* One server context: the first runs on the server's main thread, which
+ * also answers the client process; the others on threads of their own. */
+typedef struct sctx {
+  rmx_ctx_t *ctx;
+  rmx_listener_t *l;
+  pthread_t th;
+  atomic_int up, asked;
+  int accepted;
+  rmx_ctx_stats_t st;
+} sctx_t;
+
+static sctx_t *sc;
+static int s_k = 1; /* server contexts */
+static rmx_group_t *s_group;
 static int s_in, s_out; /* requests from the client process, reports to it */
 
 static void s_handler(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
@@ -68,9 +86,40 @@ static void s_gone(rmx_conn_t *c, int status, void *arg)
 static void s_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
 {
   (void)l;
-  (void)arg;
+  ((sctx_t *)arg)->accepted++;
   rmx_conn_cbs_t cbs = {.on_disconnect = s_gone};
   rmx_conn_set_cbs(c, &cbs, NULL);
+}
+
+static int s_open(sctx_t *x, const char *uri, int n)
+{
+  rmx_config_t cfg;
+  rmx_config_init(&cfg);
+  if (cfg.max_conns < (uint32_t)n + 64)
+    cfg.max_conns = (uint32_t)n + 64;
+  if (rmx_ctx_create(&x->ctx, NULL, &cfg) || rmx_rpc_register(x->ctx, RPC_ID, s_handler, NULL))
+    return 1;
+  return s_group ? rmx_listen_group(x->ctx, s_group, s_accept, x, &x->l) != 0
+                 : rmx_listen(x->ctx, uri, s_accept, x, &x->l) != 0;
+}
+
+/* Posted to a context: its counters, read on its own thread. */
+static void s_stats(void *arg)
+{
+  sctx_t *x = arg;
+  rmx_ctx_stats_get(x->ctx, &x->st, sizeof(x->st));
+  x->asked = 0;
+}
+
+static void s_stop(void *arg) { rmx_ctx_stop(((sctx_t *)arg)->ctx); }
+
+static void *s_thread(void *arg)
+{
+  sctx_t *x = arg;
+  x->up = s_open(x, NULL, 0) ? -1 : 1;
+  if (x->up == 1)
+    rmx_ctx_run(x->ctx);
+  return NULL;
 }
 
 static long long rss_bytes(void)
@@ -84,7 +133,8 @@ static long long rss_bytes(void)
   return res * sysconf(_SC_PAGESIZE);
 }
 
-/* 'r': report resident bytes, registered bytes and connections; 'q': end. */
+/* 'r': report resident bytes, registered bytes, connections, and the
+ * fewest and most connections one context took; 'q': end. */
 static void s_request(uv_poll_t *h, int status, int events)
 {
   char cmd;
@@ -92,34 +142,52 @@ static void s_request(uv_poll_t *h, int status, int events)
   (void)events;
   if (read(s_in, &cmd, 1) != 1 || cmd == 'q') {
     uv_close((uv_handle_t *)h, NULL);
-    rmx_ctx_stop(s_ctx);
+    for (int i = 1; i < s_k; i++)
+      rmx_ctx_post(sc[i].ctx, s_stop, &sc[i]);
+    rmx_ctx_stop(sc[0].ctx);
     return;
   }
-  rmx_ctx_stats_t st;
-  rmx_ctx_stats_get(s_ctx, &st, sizeof(st));
-  dprintf(s_out, "%lld %llu %llu\n", rss_bytes(),
-          (unsigned long long)st.tp_reg_bytes,
-          (unsigned long long)st.conns);
+  for (int i = 1; i < s_k; i++) {
+    sc[i].asked = 1;
+    rmx_ctx_post(sc[i].ctx, s_stats, &sc[i]);
+  }
+  s_stats(&sc[0]);
+  unsigned long long reg = 0, conns = 0;
+  int lo = sc[0].accepted, hi = lo;
+  for (int i = 0; i < s_k; i++) {
+    while (sc[i].asked)
+      usleep(100);
+    reg += sc[i].st.tp_reg_bytes;
+    conns += sc[i].st.conns;
+    lo = sc[i].accepted < lo ? sc[i].accepted : lo;
+    hi = sc[i].accepted > hi ? sc[i].accepted : hi;
+  }
+  dprintf(s_out, "%lld %llu %llu %d %d\n", rss_bytes(), reg, conns, lo, hi);
 }
 
 static int serve(const char *uri, int n)
 {
-  rmx_config_t cfg;
-  rmx_listener_t *l;
   char bound[160];
-  rmx_config_init(&cfg);
-  if (cfg.max_conns < (uint32_t)n + 64)
-    cfg.max_conns = (uint32_t)n + 64;
-  if (rmx_ctx_create(&s_ctx, NULL, &cfg) || rmx_rpc_register(s_ctx, RPC_ID, s_handler, NULL) ||
-      rmx_listen(s_ctx, uri, s_accept, NULL, &l) || rmx_listener_uri(l, bound, sizeof(bound)))
+  sc = calloc((size_t)s_k, sizeof(*sc));
+  if (!sc || (s_k > 1 && rmx_group_open(uri, &s_group) != 0) || s_open(&sc[0], uri, n))
+    return 1;
+  for (int i = 1; i < s_k; i++) {
+    pthread_create(&sc[i].th, NULL, s_thread, &sc[i]);
+    while (!sc[i].up)
+      usleep(1000);
+    if (sc[i].up < 0)
+      return 1;
+  }
+  if (rmx_listener_uri(sc[0].l, bound, sizeof(bound)))
     return 1;
   uv_poll_t p;
-  uv_poll_init(rmx_ctx_loop(s_ctx), &p, s_in);
+  uv_poll_init(rmx_ctx_loop(sc[0].ctx), &p, s_in);
   uv_poll_start(&p, UV_READABLE, s_request);
   dprintf(s_out, "%s\n", bound);
-  rmx_ctx_run(s_ctx);
-  rmx_ctx_destroy(s_ctx);
-  return 0;
+  rmx_ctx_run(sc[0].ctx);
+  for (int i = 1; i < s_k; i++)
+    pthread_join(sc[i].th, NULL);
+  return 0; /* the process ends: what is still open goes with it */
 }
 
 /* ---- the client ---- */
@@ -195,9 +263,11 @@ static void spin_until(const int *a, const int *b, int want, double secs)
   }
 }
 
+static int s_lo, s_hi; /* the fewest and most connections one server context took */
+
 static void ask(FILE *from, int to, long long *rss, unsigned long long *reg, unsigned long long *c)
 {
-  if (write(to, "r", 1) != 1 || fscanf(from, "%lld %llu %llu", rss, reg, c) != 3)
+  if (write(to, "r", 1) != 1 || fscanf(from, "%lld %llu %llu %d %d", rss, reg, c, &s_lo, &s_hi) != 5)
     die("the server did not report", 0);
 }
 
@@ -208,7 +278,7 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 static const char usage[] =
-    "usage: rmx-conns [--json] tcp|rdma ADDR N [SECONDS]\n"
+    "usage: rmx-conns [--json] [--contexts K] tcp|rdma ADDR N [SECONDS]\n"
     "  One server (a child process) answers 8-byte RPCs; N connections to it are\n"
     "  opened (128 connects in flight at most), then each keeps one call\n"
     "  outstanding for SECONDS (3).\n"
@@ -216,6 +286,8 @@ static const char usage[] =
     "  trip, the server's resident and registered bytes per idle connection, and\n"
     "  the fewest and most calls of one connection over the mean.\n"
     "  --json     one JSON object instead of the line\n"
+    "  --contexts K  the server is K contexts on K threads, one listener group;\n"
+    "             adds how evenly they took the connections\n"
     "  --version  the tool's and the library's version\n";
 
 int main(int argc, char **argv)
@@ -223,6 +295,7 @@ int main(int argc, char **argv)
   static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
                                        {"version", no_argument, NULL, 'V'},
                                        {"json", no_argument, NULL, 'j'},
+                                       {"contexts", required_argument, NULL, 'k'},
                                        {NULL, 0, NULL, 0}};
   int json = 0, ch;
   tool_init(argv, usage);
@@ -234,6 +307,8 @@ int main(int argc, char **argv)
       tool_version();
     if (ch == 'j')
       json = 1;
+    else if (ch == 'k')
+      s_k = (int)tool_num("--contexts", optarg, 1, 64);
     else
       tool_bad("unknown option '%s'", argv[optind - 1]);
   }
@@ -327,16 +402,21 @@ int main(int argc, char **argv)
   double mean = (double)total / n;
   double rate = (double)total / elapsed;
   double rss_per = (double)(rss1 - rss0) / n, reg_per = ((double)reg1 - (double)reg0) / n;
+  double share = (double)n / s_k; /* connections per server context, if even */
   if (json)
     printf("{\"conns\": %d, \"connect_s\": %.3f, \"connects_per_s\": %.0f, \"calls_per_s\": %.0f, "
            "\"p50_us\": %.1f, \"p99_us\": %.1f, \"server_rss_per_conn\": %.0f, "
            "\"server_reg_per_conn\": %.0f, \"fewest_over_mean\": %.2f, "
-           "\"most_over_mean\": %.2f}\n",
-           n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean);
+           "\"most_over_mean\": %.2f, \"contexts\": %d, \"spread_lo\": %.3f, "
+           "\"spread_hi\": %.3f}\n",
+           n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean, s_k,
+           s_lo / share, s_hi / share);
   else
     printf("conns %d  connect %.3f s (%.0f/s)  %.0f calls/s  p50 %.1f us  p99 %.1f us  "
-           "server per conn: %.0f B resident, %.0f B registered  fairness %.2f .. %.2f\n",
-           n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean);
+           "server per conn: %.0f B resident, %.0f B registered  fairness %.2f .. %.2f"
+           "  contexts %d, spread %.3f .. %.3f\n",
+           n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean, s_k,
+           s_lo / share, s_hi / share);
   fflush(stdout);
 
   for (int i = 0; i < n; i++)

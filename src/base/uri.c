@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "uri.h"
 
 #include <rmx/rmx.h>
@@ -71,4 +73,12 @@ int rmx__uri_parse(const char *uri, rmx__uri_t *u)
   u->port[plen] = '\0';
   u->why = NULL;
   return 0;
+}
+
+int rmx__uri_of(const char *scheme, const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+  char addr[80];
+  rmx__sa_str((const struct sockaddr *)ss, addr, sizeof(addr));
+  int n = snprintf(buf, len, "%s://%s", scheme, addr);
+  return n < 0 || (size_t)n >= len ? RMX_EINVAL : 0;
 }

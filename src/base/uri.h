@@ -14,4 +14,9 @@ typedef struct rmx__uri {
  * port defaults to 7471. */
 int rmx__uri_parse(const char *uri, rmx__uri_t *u);
 
+/* "scheme://address:port" of a bound address into buf: 0, or RMX_EINVAL
+ * when it does not fit (buf then holds it cut short). */
+struct sockaddr_storage;
+int rmx__uri_of(const char *scheme, const struct sockaddr_storage *ss, char *buf, size_t len);
+
 #endif

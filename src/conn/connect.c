@@ -127,29 +127,6 @@ static int resolve_now(rmx_ctx_t *ctx, const rmx__uri_t *u, struct addrinfo **re
   return 0;
 }
 
-int rmx__listener_open(rmx_ctx_t *ctx, int tpi, const struct sockaddr *sa,
-                       rmx_accept_cb on_accept, void *arg, rmx_listener_t **out)
-{
-  int rc = tp_open(ctx, tpi);
-  if (rc)
-    return rc;
-  rmx_listener_t *l = calloc(1, sizeof(*l));
-  if (!l)
-    return RMX_ENOMEM;
-  l->ctx = ctx;
-  l->tpi = tpi;
-  l->on_accept = on_accept;
-  l->arg = arg;
-  l->refs = 1;
-  if ((rc = ctx->tp_ops[tpi]->listen(ctx->tp[tpi], sa, l, &l->tl)) != 0) {
-    free(l);
-    return rc;
-  }
-  rmx_list_push(&ctx->listeners, &l->link);
-  *out = l;
-  return 0;
-}
-
 int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *arg,
                rmx_listener_t **out)
 {
@@ -168,17 +145,6 @@ int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *a
   return rc;
 }
 
-void rmx_listener_close(rmx_listener_t *l)
-{
-  if (!l || l->closed)
-    return;
-  l->closed = 1;
-  rmx_list_del(&l->link);
-  if (l->member)
-    rmx__group_leave(l);
-  l->ctx->tp_ops[l->tpi]->listen_close(l->tl);
-  rmx__listener_unref(l);
-}
 
 void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t len)
 {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Listener groups: one listening address, several contexts, each run by
- * its own thread.
+ * Listeners: made and closed (rmx_listen's address resolution is
+ * connect.c's). Listener groups: one listening address, several contexts,
+ * each run by its own thread.
  *
  * The group owns the transport's gate (a listening socket, or an rdma_cm
  * listener on its own event channel) and no loop. Every member's loop
@@ -148,7 +149,8 @@ static void member_closed(uv_handle_t *h)
   group_unref(g);
 }
 
-void rmx__group_leave(rmx_listener_t *l)
+/* A member's listener is closing: hand on what it has not taken. */
+static void group_leave(rmx_listener_t *l)
 {
   rmx__member_t *m = l->member;
   rmx_group_t *g = m->g;
@@ -167,10 +169,50 @@ void rmx__group_leave(rmx_listener_t *l)
   uv_close((uv_handle_t *)&m->wake, member_closed);
 }
 
-int rmx__group_addr(rmx_listener_t *l, struct sockaddr_storage *ss)
+/* The listener's address as a URI, with the port it was given: a
+ * member's is its group's. */
+int rmx_listener_uri(rmx_listener_t *l, char *buf, size_t len)
 {
-  rmx_group_t *g = l->member->g;
-  return g->ops->gate_addr(g->gate, ss);
+  struct sockaddr_storage ss;
+  const rmx_tp_ops_t *ops = l->ctx->tp_ops[l->tpi];
+  int rc = l->member ? l->member->g->ops->gate_addr(l->member->g->gate, &ss)
+                     : ops->listen_addr(l->tl, &ss);
+  return rc ? rc : rmx__uri_of(ops->name, &ss, buf, len);
+}
+
+int rmx__listener_open(rmx_ctx_t *ctx, int tpi, const struct sockaddr *sa,
+                       rmx_accept_cb on_accept, void *arg, rmx_listener_t **out)
+{
+  int rc = ctx->tp[tpi] ? 0 : ctx->tp_ops[tpi]->init(&ctx->tp_env, &ctx->tp[tpi]);
+  if (rc)
+    return rc;
+  rmx_listener_t *l = calloc(1, sizeof(*l));
+  if (!l)
+    return RMX_ENOMEM;
+  l->ctx = ctx;
+  l->tpi = tpi;
+  l->on_accept = on_accept;
+  l->arg = arg;
+  l->refs = 1;
+  if ((rc = ctx->tp_ops[tpi]->listen(ctx->tp[tpi], sa, l, &l->tl)) != 0) {
+    free(l);
+    return rc;
+  }
+  rmx_list_push(&ctx->listeners, &l->link);
+  *out = l;
+  return 0;
+}
+
+void rmx_listener_close(rmx_listener_t *l)
+{
+  if (!l || l->closed)
+    return;
+  l->closed = 1;
+  rmx_list_del(&l->link);
+  if (l->member)
+    group_leave(l);
+  l->ctx->tp_ops[l->tpi]->listen_close(l->tl);
+  rmx__listener_unref(l);
 }
 
 int rmx_group_open(const char *uri, rmx_group_t **out)

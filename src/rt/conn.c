@@ -8,7 +8,7 @@
  */
 #include <stdlib.h>
 
-#include "conn/group.h"
+#include "rmx_int.h"
 
 static void conn_finish(rmx_conn_t *c);
 static void close_unwatch(rmx_conn_t *c);
@@ -49,22 +49,6 @@ void rmx__listener_unref(rmx_listener_t *l)
 {
   if (--l->refs == 0)
     free(l);
-}
-
-/* The listener's address as a URI, with the port it was given. */
-int rmx_listener_uri(rmx_listener_t *l, char *buf, size_t len)
-{
-  struct sockaddr_storage ss;
-  int rc = l->member ? rmx__group_addr(l, &ss) : l->ctx->tp_ops[l->tpi]->listen_addr(l->tl, &ss);
-  return rc ? rc : rmx__uri_of(l->ctx->tp_ops[l->tpi]->name, &ss, buf, len);
-}
-
-int rmx__uri_of(const char *scheme, const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-  char addr[80];
-  rmx__sa_str((const struct sockaddr *)ss, addr, sizeof(addr));
-  int n = snprintf(buf, len, "%s://%s", scheme, addr);
-  return n < 0 || (size_t)n >= len ? RMX_EINVAL : 0;
 }
 
 /* ---- going down: one path for every cause ---- */
