@@ -102,6 +102,10 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_IDLE_TIMEOUT_MS", idle_timeout_ms, 0, 0, 86400000,
       "Close a connection that has carried no message (either way) for this long, in ms; "
       "keepalives and credit returns do not count; 0: never."),
+  NUM("RMX_SQ_DEPTH", sq_depth, 0, 0, 1u << 16,
+      "Send queue entries per RDMA connection (what it has posted at once; more wait in rmx); "
+      "0: 2 x RMX_RX_DEPTH + 2 x RMX_RNDV_DEPTH + 8, or 30 on the shared receive queue; "
+      "at least what the largest message's read needs."),
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

@@ -3,8 +3,8 @@
  * One-sided operations: read, write, write-with-immediate, atomics.
  *
  * Each user operation becomes one transport operation per local buffer and
- * per max_io bytes; it completes when the last of them has, with the first
- * error any of them saw. Operations wait in the connection's rmaq while the
+ * per max_io bytes (or the connection's io_max); it completes when the
+ * last of them has, with the first error any of them saw. Operations wait in the connection's rmaq while the
  * send queue is full. A write-with-immediate uses one of the peer's receive
  * buffers, so it waits for credits in the sendq like a message, which also
  * keeps its place in the message order.
@@ -70,7 +70,10 @@ static int rma_post(rmx_conn_t *c, rmx__op_t *op)
     for (int i = 0; i < r->next_iov; i++)
       rpos += r->iov[i].len;
     size_t left = v->len - r->next_off;
-    size_t chunk = left < c->ops->max_io ? left : c->ops->max_io;
+    size_t most = c->ops->max_io;
+    if (c->ops->io_max && c->ops->io_max(c->tc) < most)
+      most = c->ops->io_max(c->tc);
+    size_t chunk = left < most ? left : most;
     int last = r->next_iov == r->iovcnt - 1 && chunk == left;
     uint8_t *local = (uint8_t *)v->addr + r->next_off;
     uint64_t raddr = r->raddr + rpos + r->next_off;

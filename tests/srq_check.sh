@@ -38,6 +38,7 @@ run rpc RMX_RNR_RETRY=0 RMX_TEST_RPC_CALLS=2000 -- "$bin/rmx-rpc-test" rdma
 run burst-small-srq RMX_SRQ_DEPTH=16 RMX_LOG=error -- "$bin/rmx-burst" rdma 200 0 0
 run undrained RMX_RNR_RETRY=0 RMX_TEST_QP_ERR_FAILS=1 -- "$bin/rmx-conformance-undrained" rdma
 [ -x "$bin/rmx-auth-test" ] && run auth RMX_RNR_RETRY=0 -- "$bin/rmx-auth-test" rdma
+run group RMX_RNR_RETRY=0 -- "$bin/rmx-group" rdma
 run verbs-threads RMX_RNR_RETRY=0 -- "$bin/rmx-verbs-threads" rdma
 # last: it takes the port down for good
 run verbs-faults RMX_RNR_RETRY=0 -- "$bin/rmx-verbs-faults" rdma

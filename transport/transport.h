@@ -337,8 +337,8 @@ typedef struct rmx_tp_ops {
    * non-NULL the peer gets an IMM event after the data, and one of its
    * receive buffers is used. Errors as for send, and RMX_EMSGSIZE for
    * len > max_io (verbs: more chunks of the port's largest message than its
-   * send ring holds; it answers RMX_EAGAIN until the ring has room for all
-   * of an operation's chunks). */
+   * send ring holds, see io_max; it answers RMX_EAGAIN until the ring has
+   * room for all of an operation's chunks). */
   int (*write)(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *src_mem,
                uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op);
   /* An 8-byte atomic at raddr (8-byte aligned); *old is written before an
@@ -349,6 +349,10 @@ typedef struct rmx_tp_ops {
                 uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
   /* RMX_TP_CAP_* of an established connection. */
   unsigned (*caps)(rmx_tp_conn_t *tc);
+  /* Optional (NULL: max_io): the longest read or write an established
+   * connection takes at once, where less than max_io (verbs: the chunks
+   * of the port's largest message that half its send ring holds). */
+  size_t (*io_max)(rmx_tp_conn_t *tc);
   /* Start everything queued since the last flush (one doorbell). */
   void (*flush)(rmx_tp_conn_t *tc);
   /* The core has accepted the peer (authenticated, when configured): its

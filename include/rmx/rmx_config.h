@@ -244,6 +244,15 @@ typedef struct rmx_config {
    * @c keepalive_ms, so a connection goes within the limit plus that.
    */
   uint32_t idle_timeout_ms;
+  /**
+   * Send queue entries of an RDMA connection (RMX_SQ_DEPTH): the sends,
+   * reads, writes and atomics it has posted at once; more wait in rmx.
+   * 0 (the default) picks 2 x @c rx_depth + 2 x @c rndv_depth + 8 with a
+   * receive queue per connection, and 30 on the shared receive queue,
+   * where connections are many and each costs its queue's memory
+   * (docs/scaling.md). TCP queues without a limit.
+   */
+  uint32_t sq_depth;
 } rmx_config_t;
 
 /**

@@ -182,7 +182,11 @@ static void chase_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
 void sends_from_callbacks_keep_order(void **state)
 {
   enum { FIRST = 300, N = 3000 };
-  rmx_ctx_t *ctx = ctx_new(0);
+  rmx_config_t cfg;
+  rmx_ctx_t *ctx;
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  cfg.sq_depth = 4 * cfg.rx_depth; /* credits hold the sends back, not the send queue */
+  assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), 0);
   server_t s;
   chase_t ch = {.n = N};
   server_start(ctx, &s, SRV_SEQ_ECHO);

@@ -83,7 +83,6 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   struct rmx_tp *tp = tc->tp;
   vb_dev_t *dev = tc->dev;
   const rmx_config_t *cfg = tp->env->cfg;
-  uint32_t sq = 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
   struct ibv_recv_wr *bad;
   int rc;
 
@@ -91,6 +90,17 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   if (srq < 0)
     return srq;
   tc->srq = (uint8_t)srq;
+  /* Deep enough for a window of messages each way and the rendezvous
+   * reads; on the shared queue, small: connections there are many. Either
+   * way, the chunks of the largest message's read fit, with room to spare
+   * (a read is posted whole: rdma_rw). */
+  tc->max_msg = port_max_msg(dev, tc->id->port_num);
+  uint64_t whole = (cfg->max_msg_size + tc->max_msg - 1) / tc->max_msg + 8;
+  uint32_t sq = cfg->sq_depth      ? cfg->sq_depth
+                : srq                ? VB_SRQ_SQ
+                                     : 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
+  if (sq < whole)
+    sq = whole < UINT32_MAX ? (uint32_t)whole : UINT32_MAX;
   uint32_t rq = srq ? 0 : cfg->rx_depth + 2; /* + BYE and one of slack */
   if (sq + 1 > (uint32_t)dev->attr.max_qp_wr)
     sq = (uint32_t)dev->attr.max_qp_wr - 1;
@@ -132,8 +142,9 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
             .max_inline_data = VB_INLINE_WANT},
   };
   /* Devices differ in how much they inline; ask for less until one fits. */
-  static const uint32_t inl[] = VB_INLINE_TRY;
-  for (size_t i = 0; i < sizeof(inl) / sizeof(inl[0]); i++) {
+  static const uint32_t inl_own[] = VB_INLINE_TRY, inl_srq[] = VB_INLINE_TRY_SRQ;
+  const uint32_t *inl = srq ? inl_srq : inl_own;
+  for (size_t i = 0; i < sizeof(inl_own) / sizeof(inl_own[0]); i++) {
     qa.cap.max_inline_data = inl[i];
     if ((rc = rdma_create_qp(tc->id, tc->pd, &qa)) == 0)
       break;
@@ -158,7 +169,6 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   if ((rc = rmx__vb_qpn_add(dev, tc)) != 0)
     goto err;
   tc->max_inline = qa.cap.max_inline_data;
-  tc->max_msg = port_max_msg(dev, tc->id->port_num);
   /* Every copied send inlines from its bounce area where the QP inlines a
    * whole one: then only the atomics' results need a key, and an idle
    * connection pins a page, not the ring's bounce areas. */
@@ -488,6 +498,13 @@ int rmx__vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_me
 {
   return rdma_rw(tc, IBV_WR_RDMA_WRITE, SLOT_WRITE, (void *)(uintptr_t)src, len, src_mem, raddr,
                  rkey, imm, op);
+}
+
+/* Two operations of this size fit the send ring at once. */
+size_t rmx__vb_io_max(struct rmx_tp_conn *tc)
+{
+  uint64_t n = tc->sq_depth / 2 ? tc->sq_depth / 2 : 1;
+  return tc->max_msg > SIZE_MAX / n ? SIZE_MAX : (size_t)(n * tc->max_msg);
 }
 
 unsigned rmx__vb_caps(struct rmx_tp_conn *tc)

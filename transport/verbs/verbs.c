@@ -211,6 +211,7 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .write = rmx__vb_write,
   .atomic = rmx__vb_atomic,
   .caps = rmx__vb_caps,
+  .io_max = rmx__vb_io_max,
   .flush = rmx__vb_flush,
   .ready = vb_ready,
   .mem_reg = rmx__vb_mem_reg,

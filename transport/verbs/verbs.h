@@ -20,6 +20,10 @@
 /* Devices differ in how much they inline: a QP asks for these in turn until
  * one fits (rmx__vb_qp_create; devinfo.c probes the same way). */
 #define VB_INLINE_TRY {VB_INLINE_WANT, 64, 0}
+/* On the shared receive queue: a bounce area's worth, which is all such a
+ * connection needs inline (qp.c), in a smaller queue. */
+#define VB_INLINE_TRY_SRQ {VB_BOUNCE, 64, 0}
+#define VB_SRQ_SQ 30 /* send queue entries: 31 with the one kept for BYE, 32 in rxe's ring */
 #define VB_PDATA_MAX 256
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
 #define VB_RX_TAG 1u       /* low bit of wr_id: a receive buffer, not a send slot */
@@ -380,6 +384,7 @@ int rmx__vb_write(struct rmx_tp_conn *tc, const void *src, size_t len, rmx_tp_me
 int rmx__vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
                    uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op);
 unsigned rmx__vb_caps(struct rmx_tp_conn *tc);
+size_t rmx__vb_io_max(struct rmx_tp_conn *tc);
 /* Chain the binds of windows waiting on tc, as many as the ring has room
  * for: 1 when none waits any more. */
 int rmx__vb_binds_chain(struct rmx_tp_conn *tc);
