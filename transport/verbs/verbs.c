@@ -175,7 +175,11 @@ static void vb_fini(rmx_tp_t *tp)
  */
 static void vb_ready(rmx_tp_conn_t *tc) {}
 
-static uint64_t vb_reg_bytes(rmx_tp_t *tp) { return tp->reg_bytes; }
+static void vb_stats(rmx_tp_t *tp, rmx_tp_stats_t *st)
+{
+  st->reg_bytes += tp->reg_bytes;
+  st->refused += tp->refused;
+}
 
 RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .name = "rdma",
@@ -193,7 +197,7 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .conn_label = rmx__vb_conn_label,
   .listen_close = rmx__vb_listen_close,
   .listen_pause = rmx__vb_listen_pause,
-  .reg_bytes = vb_reg_bytes,
+  .stats = vb_stats,
   .connect = rmx__vb_connect,
   .accept = rmx__vb_accept,
   .reject = rmx__vb_reject,
