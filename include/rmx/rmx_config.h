@@ -244,6 +244,22 @@ typedef struct rmx_config {
    * @c keepalive_ms, so a connection goes within the limit plus that.
    */
   uint32_t idle_timeout_ms;
+  /**
+   * What a listener at @c max_conns does with a new peer (RMX_EVICT_IDLE,
+   * 0 or 1, 0 by default). 0: refuses it (@ref RMX_ECONNREFUSED at the
+   * peer). 1: closes the listener's established connection that has
+   * carried no message for the longest (as @c idle_timeout_ms counts
+   * messages) and lets the new peer in: the evicted peer is sent BYE, and
+   * this side's @c on_disconnect gets @ref RMX_ECANCELED. Connections in
+   * their handshake or already closing are never evicted; with none
+   * established the new peer is refused. The evicted connection counts
+   * against @c max_conns until it is freed, so for that while the
+   * listener holds one more (at most twice @c max_conns: with that many
+   * evicted connections still closing, a new peer is refused). With a
+   * secret set (@c auth_secret) the
+   * eviction comes before the new peer proves it.
+   */
+  uint32_t evict_idle;
 } rmx_config_t;
 
 /**
