@@ -54,7 +54,7 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_CLOSE_TIMEOUT_MS", close_timeout_ms, 5000, 1, 3600000,
       "How long an orderly close waits for the peer before the connection is cut, in ms."),
   NUM("RMX_MAX_CONNS", max_conns, 1024, 1, 1u << 20,
-      "Connections a listener keeps at once; more are refused."),
+      "Connections a listener keeps at once; more are refused, unless RMX_EVICT_IDLE makes room."),
   NUM("RMX_MAX_HANDSHAKES", max_handshakes, 128, 1, 1u << 16,
       "Connections in their handshake at once, per listener; more wait in the kernel's "
       "listen backlog (TCP) or are refused (RDMA)."),
@@ -102,6 +102,10 @@ const rmx__setting_t rmx__settings[] = {
   NUM("RMX_IDLE_TIMEOUT_MS", idle_timeout_ms, 0, 0, 86400000,
       "Close a connection that has carried no message (either way) for this long, in ms; "
       "keepalives and credit returns do not count; 0: never."),
+  NUM("RMX_EVICT_IDLE", evict_idle, 0, 0, 1,
+      "A listener at RMX_MAX_CONNS closes its established connection that has carried no "
+      "message for the longest (its on_disconnect gets RMX_ECANCELED) to let a new peer in "
+      "(1), or refuses the new peer (0)."),
   NUM("RMX_SQ_DEPTH", sq_depth, 0, 0, 1u << 16,
       "Send queue entries per RDMA connection (what it has posted at once; more wait in rmx); "
       "0: 2 x RMX_RX_DEPTH + 2 x RMX_RNDV_DEPTH + 8, or 30 on the shared receive queue; "

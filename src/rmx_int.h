@@ -291,7 +291,9 @@ struct rmx_listener {
   uint32_t nconns;     /* connections it made, not yet freed */
   uint32_t naccepting; /* of those, still in their handshake */
   uint8_t paused;      /* the transport's listener is paused: naccepting is at the limit */
-  rmx__ratelimit_t rl_full;
+  rmx__ratelimit_t rl_full; /* full: refusals, and evictions (RMX_EVICT_IDLE) */
+  rmx_list_t evict;    /* RMX_EVICT_IDLE: established ones (ka.evict_link), idlest first */
+  uint32_t nevicted;   /* of nconns, evicted and not yet freed (src/msg/alive.c) */
 };
 
 /* Peer authentication of one connection (src/conn/auth.c): the transcript both
@@ -313,9 +315,10 @@ typedef struct rmx__alive {
   uint64_t blocked_at; /* messages found waiting for credits, 0 when not */
   uint32_t peer_limit; /* the peer's silence limit (its hello); 0: none */
   uint32_t send_ms, every; /* send a frame after send_ms without one (0: never); look every */
-  uint8_t due, idle;   /* a keepalive is queued and nothing has gone out since; idle closed */
+  uint8_t due, idle, evicted; /* a keepalive is queued, nothing gone since; closed: idle, evicted */
   rmx_list_t link;     /* in its period's queue (ctx->alive_q) while watched */
   uint64_t check_at, last_msg; /* when it is looked at next; a message came or went */
+  rmx_list_t evict_link; /* in from->evict while established (RMX_EVICT_IDLE) */
 } rmx__alive_t;
 
 /* Reconnect of a client connection (src/conn/reconnect.c). */
@@ -489,10 +492,7 @@ void rmx__tp_recv(void *conn, const void *data, size_t len);
 void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
 void rmx__tp_strike(void *conn);                        /* src/conn/guard.c */
 
-/* ---- liveness (src/msg/alive.c) ---- */
-void rmx__alive_ctx_init(rmx_ctx_t *ctx);
-uint32_t rmx__alive_limit(const rmx_config_t *cfg);
-void rmx__alive_start(rmx_conn_t *c);
+#include "msg/alive.h" /* liveness, idle closes, RMX_EVICT_IDLE */
 
 /* ---- reconnect (src/conn/reconnect.c) ---- */
 void rmx__reconnect_ctx_init(rmx_ctx_t *ctx);

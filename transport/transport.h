@@ -197,6 +197,15 @@ enum {
   RMX_TP_CAP_ATOMIC = 1,
 };
 
+/* A transport instance's numbers (ops->stats adds its own to these). */
+typedef struct rmx_tp_stats {
+  uint64_t reg_bytes; /* registered for itself now (verbs: receive buffers, the
+                         shared receive queue, send slots' areas) */
+  uint64_t refused;   /* connections refused so far for lack of a resource of the
+                         device or host (verbs: completion queue room, queue
+                         pairs; TCP: file descriptors for a connect) */
+} rmx_tp_stats_t;
+
 typedef struct rmx_tp_ops {
   const char *name; /* the URI scheme: "tcp", "rdma" */
   unsigned flags;   /* RMX_TP_F_* */
@@ -417,10 +426,9 @@ typedef struct rmx_tp_ops {
    * of input only a turn reads now (TCP: another socket is readable).
    * Returns how many completions or frames it handled. */
   int (*poll)(rmx_tp_t *tp, int *turn);
-  /* Optional (NULL: none): bytes the instance has registered for itself
-   * now (verbs: receive buffers, the shared receive queue, send slots'
-   * areas), for rmx_ctx_stats_get. */
-  uint64_t (*reg_bytes)(rmx_tp_t *tp);
+  /* Optional (NULL: none): the instance's numbers for rmx_ctx_stats_get,
+   * added to *st (rmx_tp_stats_t). */
+  void (*stats)(rmx_tp_t *tp, rmx_tp_stats_t *st);
 } rmx_tp_ops_t;
 
 #endif

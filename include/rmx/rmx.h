@@ -83,7 +83,8 @@ typedef enum {
   RMX_EAGAIN = -EAGAIN,         /**< a limit is reached for now: try again after completions */
   RMX_EBUSY = -EBUSY,           /**< open children remain (listeners, connections, registrations) */
   RMX_EALREADY = -EALREADY,     /**< already done or in progress (a second close) */
-  RMX_ECANCELED = -ECANCELED,   /**< canceled by a local close or destroy */
+  RMX_ECANCELED = -ECANCELED,   /**< canceled by a local close or destroy (or evicted:
+                                     RMX_EVICT_IDLE) */
   RMX_ECONNRESET = -ECONNRESET, /**< the connection was lost (the peer went away) */
   RMX_ECONNREFUSED = -ECONNREFUSED, /**< the peer refused the connection (nobody
                                          listens, it is full, or it refused us) */
@@ -143,7 +144,8 @@ typedef void (*rmx_recv_cb)(rmx_conn_t *c, const void *data, size_t len, void *a
  * @brief The connection went down without a local rmx_conn_close():
  * status 0 when the peer closed it on purpose, else the reason (for example
  * @ref RMX_ECONNRESET, @ref RMX_EPROTO, or @ref RMX_ETIMEDOUT when the peer
- * was silent, or held back credits, for rmx_config_t::keepalive_timeout_ms).
+ * was silent, or held back credits, for rmx_config_t::keepalive_timeout_ms;
+ * @ref RMX_ECANCELED when a full listener evicted it, rmx_config_t::evict_idle).
  * Every operation outstanding on it has already completed with an error.
  * The application still calls rmx_conn_close(), unless the connection
  * reconnects (rmx_connect_opts_t). docs/reliability.md lists each fault.

@@ -245,6 +245,22 @@ typedef struct rmx_config {
    */
   uint32_t idle_timeout_ms;
   /**
+   * What a listener at @c max_conns does with a new peer (RMX_EVICT_IDLE,
+   * 0 or 1, 0 by default). 0: refuses it (@ref RMX_ECONNREFUSED at the
+   * peer). 1: closes the listener's established connection that has
+   * carried no message for the longest (as @c idle_timeout_ms counts
+   * messages) and lets the new peer in: the evicted peer is sent BYE, and
+   * this side's @c on_disconnect gets @ref RMX_ECANCELED. Connections in
+   * their handshake or already closing are never evicted; with none
+   * established the new peer is refused. The evicted connection counts
+   * against @c max_conns until it is freed, so for that while the
+   * listener holds one more (at most twice @c max_conns: with that many
+   * evicted connections still closing, a new peer is refused). With a
+   * secret set (@c auth_secret) the
+   * eviction comes before the new peer proves it.
+   */
+  uint32_t evict_idle;
+  /**
    * Send queue entries of an RDMA connection (RMX_SQ_DEPTH): the sends,
    * reads, writes and atomics it has posted at once; more wait in rmx.
    * 0 (the default) picks 2 x @c rx_depth + 2 x @c rndv_depth + 8 with a

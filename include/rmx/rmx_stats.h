@@ -48,6 +48,11 @@ typedef struct rmx_ctx_stats {
   uint64_t tp_reg_bytes;  /**< bytes the transports registered for themselves now: over
                                RDMA the connections' receive buffers and send slot areas,
                                and the shared receive queue (RMX_SRQ); 0 over TCP */
+  uint64_t tp_refused;    /**< connections the transports refused so far for lack of a
+                               device or host resource: over RDMA room in the device's
+                               completion queues or queue pairs (connects and accepts),
+                               over TCP a file descriptor for a connect (RMX_EMFILE);
+                               each also logs an error line */
 } rmx_ctx_stats_t;
 
 /** The size of the first rmx_ctx_stats_t (up to @c pool_bytes), which

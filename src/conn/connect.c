@@ -167,8 +167,16 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
     rmx__sa_str((struct sockaddr *)&ss, addr, sizeof(addr));
   /* Where the transport can pause its listener, peers past the handshake
    * limit wait for a slot (rmx__listener_slots) instead of a refusal; the
-   * ones it had taken already are let in. */
-  if (l->nconns >= ctx->cfg.max_conns ||
+   * ones it had taken already are let in. A full listener may make room
+   * by closing its idlest connection (RMX_EVICT_IDLE), once the newcomer
+   * has passed every check here: it is let in at once, before the evicted
+   * one is freed, so nconns passes max_conns by the evicted connections
+   * still closing, at most max_conns of them (twice max_conns in all). */
+  rmx_conn_t *victim = NULL;
+  if (l->nconns >= ctx->cfg.max_conns && ctx->cfg.evict_idle &&
+      l->nevicted < ctx->cfg.max_conns)
+    victim = rmx__alive_idlest(l);
+  if ((l->nconns >= ctx->cfg.max_conns && !victim) ||
       (!ops->listen_pause && l->naccepting >= ctx->cfg.max_handshakes)) {
     RMX_LOG_LIMITED(ctx, &l->rl_full, WARN, "listener full (%u connections, %u in their "
                     "handshake; RMX_MAX_CONNS %u, RMX_MAX_HANDSHAKES %u): refusing %s peer %s",
@@ -217,6 +225,8 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
   c->tc = tc;
   c->tp_state = RMX_TPS_OPEN;
   rmx__listener_slots(l);
+  if (victim)
+    rmx__alive_evict(victim, addr);
 }
 
 /* ---- connecting ---- */
@@ -400,6 +410,7 @@ void rmx__conn_ready(rmx_conn_t *c)
     c->state = RMX_CS_ESTABLISHED;
     c->user_closed = 0;
     c->reported = 1; /* from here the user owns it */
+    rmx__alive_listed(c, l);
     l->on_accept(l, c, l->arg);
     rmx__listener_unref(l);
   }

@@ -55,7 +55,7 @@ void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
   case RMX_TP_EV_ATOMIC:
     c->rma_out--; /* a place in the peer's remote window is free */
     if (ev->status == 0)
-      c->ka.last_rx = c->ka.last_msg = uv_now(ctx->loop); /* the peer answered: it is there */
+      rmx__alive_msg(c, c->ka.last_rx = uv_now(ctx->loop)); /* the peer answered: it is there */
     /* fall through */
   case RMX_TP_EV_SEND:
     if (ev->op)

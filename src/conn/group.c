@@ -194,6 +194,7 @@ int rmx__listener_open(rmx_ctx_t *ctx, int tpi, const struct sockaddr *sa,
   l->on_accept = on_accept;
   l->arg = arg;
   l->refs = 1;
+  rmx_list_init(&l->evict);
   if ((rc = ctx->tp_ops[tpi]->listen(ctx->tp[tpi], sa, l, &l->tl)) != 0) {
     free(l);
     return rc;

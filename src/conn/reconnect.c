@@ -132,6 +132,7 @@ static void attempt_reset(rmx_conn_t *c)
   rmx_list_del(&c->ka.link); /* out of its liveness queue, if still there */
   memset(&c->ka, 0, sizeof(c->ka));
   rmx_list_init(&c->ka.link);
+  rmx_list_init(&c->ka.evict_link); /* a client's: never listed (RMX_EVICT_IDLE) */
   memset(&c->auth, 0, sizeof(c->auth));
   c->epoch++; /* RPC requests of the last connection can no longer be answered */
 }

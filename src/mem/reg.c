@@ -322,10 +322,12 @@ int rmx_ctx_stats_get(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st, size_t size)
   all.conns = ctx->nconns;
   all.mem_reg_bytes = ctx->mem_reg_bytes;
   all.mem_regs = ctx->nmems;
-  all.tp_reg_bytes = 0;
+  rmx_tp_stats_t tp = {0};
   for (int i = 0; i < RMX_TP_COUNT; i++)
-    if (ctx->tp[i] && ctx->tp_ops[i]->reg_bytes)
-      all.tp_reg_bytes += ctx->tp_ops[i]->reg_bytes(ctx->tp[i]);
+    if (ctx->tp[i] && ctx->tp_ops[i]->stats)
+      ctx->tp_ops[i]->stats(ctx->tp[i], &tp);
+  all.tp_reg_bytes = tp.reg_bytes;
+  all.tp_refused = tp.refused;
   /* Whole fields only; a newer caller's fields past ours read 0. */
   size_t n = size < sizeof(all) ? size - size % sizeof(uint64_t) : sizeof(all);
   memcpy(st, &all, n);

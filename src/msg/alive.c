@@ -18,9 +18,10 @@
  * connections that are due, and idle ones cost nothing between their own
  * checks, however many there are and however short another's period. The
  * data path only stamps times (uv_now, no system call) as frames come and
- * go; no timer or queue is touched per message. A connection that leaves
- * the established state drops out when it comes up; one freed is unlinked
- * (rt/conn.c).
+ * go; no timer or queue is touched per message (but with RMX_EVICT_IDLE
+ * an accepted connection moves to its listener's tail: below). A
+ * connection that leaves the established state drops out when it comes
+ * up; one freed is unlinked (rt/conn.c).
  *
  * RMX_IDLE_TIMEOUT_MS: a connection that has carried no message (ka.last_msg:
  * anything but CREDIT and BYE frames, either way) for that long is closed
@@ -203,5 +204,49 @@ static void alive_tick(uv_timer_t *t)
     }
   }
   arm(ctx, now);
+  ctx->in_cb--;
+}
+
+/*
+ * RMX_EVICT_IDLE. A listener keeps its established connections in a list
+ * (l->evict) in order of ka.last_msg: listed last when established, moved
+ * last by each message (rmx__alive_msg, O(1): no walk, here or there).
+ * Those that left the established state stay until freed or until they
+ * reach the head, where they are dropped for good (each once), so the
+ * longest-idle established connection is found in O(1) amortized.
+ */
+void rmx__alive_listed(rmx_conn_t *c, rmx_listener_t *l)
+{
+  if (c->ctx->cfg.evict_idle)
+    rmx_list_push(&l->evict, &c->ka.evict_link);
+}
+
+rmx_conn_t *rmx__alive_idlest(rmx_listener_t *l)
+{
+  while (!rmx_list_empty(&l->evict)) {
+    rmx_conn_t *c = rmx_container_of(l->evict.next, rmx_conn_t, ka.evict_link);
+    if (c->state == RMX_CS_ESTABLISHED)
+      return c;
+    rmx_list_del(&c->ka.evict_link); /* closing: not established again */
+  }
+  return NULL;
+}
+
+/* As an idle close (idle_check): BYE to the peer, whose on_disconnect gets
+ * 0; on_disconnect here gets RMX_ECANCELED (this side closed it). */
+void rmx__alive_evict(rmx_conn_t *c, const char *addr)
+{
+  rmx_ctx_t *ctx = c->ctx;
+  uint64_t now = uv_now(ctx->loop);
+  RMX_LOG_LIMITED(ctx, &c->from->rl_full, WARN, "listener full (RMX_MAX_CONNS %u): closing %s "
+                  "peer %s, which carried no message for %llu ms, for the new peer %s "
+                  "(RMX_EVICT_IDLE)", ctx->cfg.max_conns, c->ops->name, c->peer,
+                  (unsigned long long)(now - c->ka.last_msg), addr);
+  rmx_list_del(&c->ka.evict_link);
+  c->ka.evicted = 1;
+  c->from->nevicted++;
+  ctx->in_cb++; /* the transport's I/O callback: a flush follows (rt.c) */
+  rmx__msg_queue_bye(c);
+  rmx__conn_down(c, RMX_ECANCELED);
   ctx->in_cb--;
 }

@@ -241,7 +241,7 @@ static int rx_header(rmx_conn_t *c, uint16_t credits, uint8_t type)
   }
   c->ka.last_rx = uv_now(c->ctx->loop);
   if (type != RMX_FR_CREDIT && type != RMX_FR_BYE)
-    c->ka.last_msg = c->ka.last_rx; /* RMX_IDLE_TIMEOUT_MS: keepalives do not count */
+    rmx__alive_msg(c, c->ka.last_rx); /* RMX_IDLE_TIMEOUT_MS: keepalives do not count */
   if (credits && c->cr.credits >= rmx__credit_need(RMX_FR_DATA))
     c->ka.credit_at = c->ka.last_rx; /* messages may move again */
   return type == RMX_FR_BYE || rx_credit_spent(c, type == RMX_FR_CREDIT);
@@ -333,7 +333,7 @@ void rmx__msg_imm(rmx_conn_t *c, uint32_t imm, size_t len, int refused)
 {
   if (c->state != RMX_CS_ESTABLISHED)
     return;
-  c->ka.last_rx = c->ka.last_msg = uv_now(c->ctx->loop);
+  rmx__alive_msg(c, c->ka.last_rx = uv_now(c->ctx->loop));
   if (!rx_credit_spent(c, 0))
     return;
   if (refused) { /* the target refused the write: nothing to deliver, but the

@@ -50,7 +50,7 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
     if ((rc = c->ctx->opc[op->kind]->post(c, op)) != 0)
       return rc;
     c->cr.credits--;
-    c->ka.last_tx = c->ka.last_msg = uv_now(c->ctx->loop);
+    rmx__alive_msg(c, c->ka.last_tx = uv_now(c->ctx->loop));
     c->ka.due = 0;
     return 0;
   }
@@ -92,7 +92,7 @@ static int post(rmx_conn_t *c, rmx__op_t *op)
     c->cr.credits--;
   c->ka.last_tx = uv_now(c->ctx->loop); /* any frame tells the peer we are here */
   if (op->kind != RMX_OP_CTRL)
-    c->ka.last_msg = c->ka.last_tx; /* RMX_IDLE_TIMEOUT_MS: a message went */
+    rmx__alive_msg(c, c->ka.last_tx); /* RMX_IDLE_TIMEOUT_MS: a message went */
   c->ka.due = 0;
   if (op->kind == RMX_OP_RNDV)
     rmx_list_push(&c->rndv_wait, &op->link);

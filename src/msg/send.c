@@ -77,7 +77,7 @@ static int send_narrow(rmx_conn_t *c, const void *data, size_t len, uint8_t rpc_
   RMX_LOG(c->ctx, TRACE, "%s peer %s: frame of %zu bytes posted (%u credits returned, %u left)",
           c->ops->name, c->peer, hlen + len, returned, c->cr.credits - 1);
   c->cr.credits--;
-  c->ka.last_tx = c->ka.last_msg = uv_now(c->ctx->loop);
+  rmx__alive_msg(c, c->ka.last_tx = uv_now(c->ctx->loop));
   c->ka.due = 0;
   c->stalled = 0;
   c->st.eager_sent++;

@@ -35,6 +35,7 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi)
     rmx_list_init(&c->calls[i]);
   rmx_list_init(&c->close_link);
   rmx_list_init(&c->ka.link);
+  rmx_list_init(&c->ka.evict_link);
   rmx_list_init(&c->recon.link);
   rmx_list_init(&c->defer_finish.link);
   rmx_list_init(&c->defer_free.link);
@@ -132,8 +133,10 @@ static void deferred_free(rmx__deferred_t *d)
   c->freeing = 1; /* on_closed may destroy the context: not again */
   if (c->on_closed)
     c->on_closed(c, c->close_arg);
+  rmx_list_del(&c->ka.evict_link); /* its listener's eviction order, before the unref */
   if (c->from) {
     c->from->nconns--;
+    c->from->nevicted -= c->ka.evicted;
     rmx__listener_unref(c->from);
   }
   rmx_list_del(&c->link);

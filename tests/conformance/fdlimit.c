@@ -11,6 +11,7 @@
  * - A connect that finds no descriptor fails with RMX_EMFILE in its
  *   on_connected, and the others go on: this process lowers its own soft
  *   limit (after its context raised it once) and connects a few clients.
+ *   Each such failure counts in rmx_ctx_stats_t tp_refused.
  *
  *   rmx-fdlimit tcp [LIMIT [CLIENTS]]      (default 48 and 100)
  */
@@ -190,6 +191,9 @@ static void client_side(rmx_ctx_t *ctx, const char *uri)
   if (setrlimit(RLIMIT_NOFILE, &low) != 0)
     FAIL("setrlimit");
   nconnected = nfailed = nemfile = 0;
+  rmx_ctx_stats_t st0, st;
+  if (rmx_ctx_stats_get(ctx, &st0, sizeof(st0)) != 0)
+    FAIL("rmx_ctx_stats_get");
   for (int i = 0; i < 8; i++)
     if (rmx_connect(ctx, uri, c_connected, &k[i], &k[i].c) != 0)
       FAIL("rmx_connect %d", i);
@@ -203,8 +207,13 @@ static void client_side(rmx_ctx_t *ctx, const char *uri)
   if (nemfile < 5 || nfailed != nemfile || nconnected < 1)
     FAIL("out of descriptors: %d connected, %d failed (%d with RMX_EMFILE)", nconnected,
          nfailed, nemfile);
-  printf("fdlimit: a client out of descriptors: %d connected, %d failed with %s\n",
-         nconnected, nfailed, rmx_err_name(RMX_EMFILE));
+  /* Each counted as a transport's refusal (rmx_ctx_stats_t tp_refused). */
+  if (rmx_ctx_stats_get(ctx, &st, sizeof(st)) != 0 ||
+      st.tp_refused - st0.tp_refused != (uint64_t)nemfile)
+    FAIL("%d connects out of descriptors counted as %llu refusals", nemfile,
+         (unsigned long long)(st.tp_refused - st0.tp_refused));
+  printf("fdlimit: a client out of descriptors: %d connected, %d failed with %s (counted in "
+         "tp_refused)\n", nconnected, nfailed, rmx_err_name(RMX_EMFILE));
   for (int i = 0; i < 8; i++)
     rmx_conn_close(k[i].c, NULL, NULL);
   for (int i = 0; i < 200; i++)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rmx_ctx_stats_get (public API only): the connections of a context, the
- * bytes and registrations the application holds, and the structure's size
- * contract. rmx_ctx_stats (the first version) writes nothing past
+ * bytes and registrations the application holds, the transport's own
+ * numbers (0 over TCP here: nothing registered, nothing refused), and the
+ * structure's size contract. rmx_ctx_stats (the first version) writes nothing past
  * pool_bytes; rmx_ctx_stats_get writes what the caller's size holds and
  * zeros past the library's own fields; a size below the first version's is
  * refused.
@@ -103,9 +104,10 @@ int main(int argc, char **argv)
   if (rmx_ctx_create(&ctx, NULL, NULL) != 0)
     FAIL("context");
   rmx_ctx_stats_t st = get(ctx);
-  if (st.conns || st.mem_reg_bytes || st.mem_regs)
-    FAIL("a new context counts %llu connections, %llu registered bytes",
-         (unsigned long long)st.conns, (unsigned long long)st.mem_reg_bytes);
+  if (st.conns || st.mem_reg_bytes || st.mem_regs || st.tp_refused)
+    FAIL("a new context counts %llu connections, %llu registered bytes, %llu refusals",
+         (unsigned long long)st.conns, (unsigned long long)st.mem_reg_bytes,
+         (unsigned long long)st.tp_refused);
   sizes(ctx);
 
   /* Registrations: counted once each, gone when released. */
@@ -145,6 +147,10 @@ int main(int argc, char **argv)
   for (int i = 0; i < 3; i++)
     rmx_conn_close(srv[i], NULL, NULL);
   conns_until(ctx, 0);
+  st = get(ctx);
+  if (st.tp_reg_bytes || st.tp_refused)
+    FAIL("TCP counts %llu registered bytes of its own, %llu refusals",
+         (unsigned long long)st.tp_reg_bytes, (unsigned long long)st.tp_refused);
   printf("stats: 6 connections then none, registrations counted, sizes kept\n");
   rmx_mem_dereg(ma);
   rmx_mem_dereg(mc);

@@ -174,6 +174,7 @@ int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello,
   if (rc) {
     if (rc == UV_EMFILE || rc == UV_ENFILE) {
       struct rlimit rl = {0, 0};
+      tp->refused++;
       getrlimit(RLIMIT_NOFILE, &rl);
       RMX_TP_LOG_LIMITED(tp->env, &tp->rl_nofd, uv_now(tp->loop), ERROR,
                          "tcp: cannot connect: out of file descriptors (%s; RLIMIT_NOFILE %llu, "

@@ -423,6 +423,9 @@ static void tcp_fini(rmx_tp_t *tp)
 
 static int tcp_devices(rmx_device_info_t **out, int *n) { return RMX_ENOTSUP; }
 
+/* Nothing registered for itself; refused: connects out of descriptors. */
+static void tcp_stats(rmx_tp_t *tp, rmx_tp_stats_t *st) { st->refused += tp->refused; }
+
 const rmx_tp_ops_t rmx__tcp_ops = {
   .name = "tcp",
   .flags = RMX_TP_F_LOOP_SPIN,
@@ -465,4 +468,5 @@ const rmx_tp_ops_t rmx__tcp_ops = {
   .mem_grant = tcp_mem_grant,
   .spin = rmx__tcp_spin,
   .poll = rmx__tcp_poll,
+  .stats = tcp_stats,
 };

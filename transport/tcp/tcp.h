@@ -141,6 +141,7 @@ struct rmx_tp {
   rmx_list_t conns; /* every rmx_tp_conn_t not yet freed */
   rmx_list_t listeners; /* every listener not yet closing */
   uint32_t nconns;  /* how many */
+  uint64_t refused; /* connects without a file descriptor (rmx_ctx_stats_t tp_refused) */
   rmx_tp_conn_t *hot; /* the last connection that read something (busy-polling) */
   rmx_tp_conn_t **by_fd; /* connections the fast path found by socket */
   size_t by_fd_len;

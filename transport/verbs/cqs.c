@@ -50,6 +50,7 @@ vb_cq_t *rmx__vb_cq_take(vb_dev_t *dev, int need, int srq)
   }
 #undef ROOM
   if (!c) {
+    dev->tp->refused++; /* rmx_ctx_stats_t tp_refused */
     RMX_TP_LOG_LIMITED(dev->tp->env, &dev->tp->rl_refused, uv_now(dev->tp->loop), ERROR,
                        "rdma: the completion queues of %s are full (%d of at most %d, %d entries "
                        "each at most): too many connections on one device", dev->name, dev->ncq,

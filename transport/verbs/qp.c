@@ -151,6 +151,8 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   }
   if (rc) {
     rc = rmx__vb_err_from_errno(errno);
+    if (rc == RMX_ENOMEM)
+      tp->refused++; /* the device's queue pairs (rmx_ctx_stats_t tp_refused) */
     /* rdma_cm refuses a QP for a request its peer has already given up
      * on, which a peer can repeat at will: a line it cannot flood. */
     if (tc->passive && rc == RMX_EINVAL)

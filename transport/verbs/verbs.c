@@ -175,7 +175,11 @@ static void vb_fini(rmx_tp_t *tp)
  */
 static void vb_ready(rmx_tp_conn_t *tc) {}
 
-static uint64_t vb_reg_bytes(rmx_tp_t *tp) { return tp->reg_bytes; }
+static void vb_stats(rmx_tp_t *tp, rmx_tp_stats_t *st)
+{
+  st->reg_bytes += tp->reg_bytes;
+  st->refused += tp->refused;
+}
 
 RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .name = "rdma",
@@ -201,7 +205,7 @@ RMX_TP_EXPORT const rmx_tp_ops_t rmx__verbs_ops = {
   .gate_close = rmx__vb_gate_close,
   .feed = rmx__vb_feed,
   .unfeed = rmx__vb_unfeed,
-  .reg_bytes = vb_reg_bytes,
+  .stats = vb_stats,
   .connect = rmx__vb_connect,
   .accept = rmx__vb_accept,
   .reject = rmx__vb_reject,

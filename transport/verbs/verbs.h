@@ -266,6 +266,7 @@ struct rmx_tp {
   rmx_list_t parked;       /* closed undrained conns, kept until the CQ is clear */
   uint32_t live;           /* conns and listeners not yet freed */
   uint64_t reg_bytes;      /* registered for itself: QPs' regions, SRQs */
+  uint64_t refused;        /* QPs refused for want of CQ room or of QPs (stats) */
   int handles;
   int finishing;
   int polling;             /* RMX_PROGRESS=poll */
