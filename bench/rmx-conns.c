@@ -12,11 +12,13 @@
  *   made and idle, less what it had listening alone), and fairness: the
  *   fewest and the most calls one connection completed, over the mean.
  *
- *   rmx-conns tcp|rdma ADDR N [SECONDS] [--json] [--contexts K]
+ *   rmx-conns tcp|rdma ADDR N [SECONDS] [--json] [--contexts K] [--work US]
  *
  * With --contexts K the server is K contexts, one thread each, serving
  * one listener group; it then also reports how evenly the connections
- * were spread (the fewest and most one context took, over the mean). The
+ * were spread (the fewest and most one context took, over the mean).
+ * With --work US each call keeps the server's CPU busy for US
+ * microseconds before it answers, as a service's handler would. The
  * server's settings come from the environment as usual (RMX_SRQ,
  * RMX_PROGRESS...). Public API only.
  */
@@ -70,9 +72,13 @@ static int s_k = 1; /* server contexts */
 static rmx_group_t *s_group;
 static int s_in, s_out; /* requests from the client process, reports to it */
 
+static uint64_t s_work_ns; /* --work: what each call costs the server's CPU */
+
 static void s_handler(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
 {
   (void)arg;
+  for (uint64_t t0 = uv_hrtime(); s_work_ns && uv_hrtime() - t0 < s_work_ns;)
+    ; /* a service's handler computing its answer */
   rmx_rpc_reply(req, data, len);
 }
 
@@ -278,7 +284,7 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 static const char usage[] =
-    "usage: rmx-conns [--json] [--contexts K] tcp|rdma ADDR N [SECONDS]\n"
+    "usage: rmx-conns [--json] [--contexts K] [--work US] tcp|rdma ADDR N [SECONDS]\n"
     "  One server (a child process) answers 8-byte RPCs; N connections to it are\n"
     "  opened (128 connects in flight at most), then each keeps one call\n"
     "  outstanding for SECONDS (3).\n"
@@ -288,6 +294,7 @@ static const char usage[] =
     "  --json     one JSON object instead of the line\n"
     "  --contexts K  the server is K contexts on K threads, one listener group;\n"
     "             adds how evenly they took the connections\n"
+    "  --work US  each call keeps the server busy for US microseconds\n"
     "  --version  the tool's and the library's version\n";
 
 int main(int argc, char **argv)
@@ -296,6 +303,7 @@ int main(int argc, char **argv)
                                        {"version", no_argument, NULL, 'V'},
                                        {"json", no_argument, NULL, 'j'},
                                        {"contexts", required_argument, NULL, 'k'},
+                                       {"work", required_argument, NULL, 'w'},
                                        {NULL, 0, NULL, 0}};
   int json = 0, ch;
   tool_init(argv, usage);
@@ -309,6 +317,8 @@ int main(int argc, char **argv)
       json = 1;
     else if (ch == 'k')
       s_k = (int)tool_num("--contexts", optarg, 1, 64);
+    else if (ch == 'w')
+      s_work_ns = tool_num("--work", optarg, 0, 1000000) * 1000;
     else
       tool_bad("unknown option '%s'", argv[optind - 1]);
   }
@@ -408,9 +418,9 @@ int main(int argc, char **argv)
            "\"p50_us\": %.1f, \"p99_us\": %.1f, \"server_rss_per_conn\": %.0f, "
            "\"server_reg_per_conn\": %.0f, \"fewest_over_mean\": %.2f, "
            "\"most_over_mean\": %.2f, \"contexts\": %d, \"spread_lo\": %.3f, "
-           "\"spread_hi\": %.3f}\n",
+           "\"spread_hi\": %.3f, \"work_us\": %llu}\n",
            n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean, s_k,
-           s_lo / share, s_hi / share);
+           s_lo / share, s_hi / share, (unsigned long long)(s_work_ns / 1000));
   else
     printf("conns %d  connect %.3f s (%.0f/s)  %.0f calls/s  p50 %.1f us  p99 %.1f us  "
            "server per conn: %.0f B resident, %.0f B registered  fairness %.2f .. %.2f"
