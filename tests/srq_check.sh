@@ -2,13 +2,17 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The verbs suites again with every connection on the device's shared
 # receive queue (RMX_SRQ=1), in one VM boot: what runs over verbs must not
-# depend on where receive buffers come from. Then a burst of 200 clients
+# depend on where receive buffers come from (nor on the small send queue
+# such a connection has). The examples, the killed-server faults and the
+# key forger run too; the two-host runs and the soak do not (two more VM
+# boots, and a minute, each). Then a burst of 200 clients
 # at once into a queue of 16 buffers (RMX_SRQ_DEPTH=16): every message
 # arrives, the queue is drained to its limit and refilled over and over,
 # and the senders wait on "not ready" instead of failing.
 #   srq_check.sh BIN_DIR
 set -uo pipefail
 bin=$1
+here=$(cd "$(dirname "$0")" && pwd)
 export RMX_SRQ=1
 failed=0
 run() { # NAME ENV... -- COMMAND...
@@ -39,6 +43,13 @@ run burst-small-srq RMX_SRQ_DEPTH=16 RMX_LOG=error -- "$bin/rmx-burst" rdma 200 
 run undrained RMX_RNR_RETRY=0 RMX_TEST_QP_ERR_FAILS=1 -- "$bin/rmx-conformance-undrained" rdma
 [ -x "$bin/rmx-auth-test" ] && run auth RMX_RNR_RETRY=0 -- "$bin/rmx-auth-test" rdma
 run group RMX_RNR_RETRY=0 -- "$bin/rmx-group" rdma
+run forge RMX_RNR_RETRY=0 RMX_GUARD_STRIKES=0 -- "$bin/rmx-key-forge" rdma
+run examples-echo RMX_LOG=warn -- "$here/echo_check.sh" "$bin" rdma
+run examples-kv RMX_RNR_RETRY=0 -- "$here/kv_check.sh" "$bin" rdma
+run examples-spin RMX_LOG=warn -- "$here/spin_check.sh" "$bin" rdma
+run examples-bulk-copy RMX_LOG=warn -- "$here/bulk_copy_check.sh" "$bin" rdma
+run faults-kill RMX_LOG=warn -- "$here/faults/fault_check.sh" "$bin" rdma none:msgs none:rpc \
+  none:write none:idle kill:msgs kill:rpc kill:write kill:idle
 run verbs-threads RMX_RNR_RETRY=0 -- "$bin/rmx-verbs-threads" rdma
 # last: it takes the port down for good
 run verbs-faults RMX_RNR_RETRY=0 -- "$bin/rmx-verbs-faults" rdma
