@@ -2,11 +2,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The verbs suites again with every connection on the device's shared
 # receive queue (RMX_SRQ=1), in one VM boot: what runs over verbs must not
-# depend on where receive buffers come from (nor on the small send queue
-# such a connection has). The examples, the killed-server faults and the
-# key forger run too; the two-host runs and the soak do not (two more VM
-# boots, and a minute, each). Then a burst of 200 clients
-# at once into a queue of 16 buffers (RMX_SRQ_DEPTH=16): every message
+# depend on where receive buffers come from. The examples, the
+# killed-server faults and the key forger run too; the two-host runs and
+# the soak do not (two more VM boots, and a minute, each). Then a burst of
+# 200 clients at once into a queue of 16 buffers (RMX_SRQ_DEPTH=16): every message
 # arrives, the queue is drained to its limit and refilled over and over,
 # and the senders wait on "not ready" instead of failing.
 #   srq_check.sh BIN_DIR

@@ -91,14 +91,16 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
     return srq;
   tc->srq = (uint8_t)srq;
   /* Deep enough for a window of messages each way and the rendezvous
-   * reads; on the shared queue, small: connections there are many. Either
-   * way, the chunks of the largest message's read fit, with room to spare
-   * (a read is posted whole: rdma_rw). */
+   * reads, or deeper as configured, and always for the chunks of the
+   * largest message's read, with room to spare (a read is posted whole:
+   * rdma_rw). A ring much shallower than the credits stalled a two-way
+   * burst on the shared queue (docs/architecture.md, "What is not there
+   * yet"): it is not offered. */
   tc->max_msg = port_max_msg(dev, tc->id->port_num);
   uint64_t whole = (cfg->max_msg_size + tc->max_msg - 1) / tc->max_msg + 8;
-  uint32_t sq = cfg->sq_depth      ? cfg->sq_depth
-                : srq                ? VB_SRQ_SQ
-                                     : 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
+  uint32_t sq = 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
+  if (sq < cfg->sq_depth)
+    sq = cfg->sq_depth;
   if (sq < whole)
     sq = whole < UINT32_MAX ? (uint32_t)whole : UINT32_MAX;
   uint32_t rq = srq ? 0 : cfg->rx_depth + 2; /* + BYE and one of slack */
@@ -142,9 +144,8 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
             .max_inline_data = VB_INLINE_WANT},
   };
   /* Devices differ in how much they inline; ask for less until one fits. */
-  static const uint32_t inl_own[] = VB_INLINE_TRY, inl_srq[] = VB_INLINE_TRY_SRQ;
-  const uint32_t *inl = srq ? inl_srq : inl_own;
-  for (size_t i = 0; i < sizeof(inl_own) / sizeof(inl_own[0]); i++) {
+  static const uint32_t inl[] = VB_INLINE_TRY;
+  for (size_t i = 0; i < sizeof(inl) / sizeof(inl[0]); i++) {
     qa.cap.max_inline_data = inl[i];
     if ((rc = rdma_create_qp(tc->id, tc->pd, &qa)) == 0)
       break;

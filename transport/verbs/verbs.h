@@ -20,10 +20,6 @@
 /* Devices differ in how much they inline: a QP asks for these in turn until
  * one fits (rmx__vb_qp_create; devinfo.c probes the same way). */
 #define VB_INLINE_TRY {VB_INLINE_WANT, 64, 0}
-/* On the shared receive queue: a bounce area's worth, which is all such a
- * connection needs inline (qp.c), in a smaller queue. */
-#define VB_INLINE_TRY_SRQ {VB_BOUNCE, 64, 0}
-#define VB_SRQ_SQ 30 /* send queue entries: 31 with the one kept for BYE, 32 in rxe's ring */
 #define VB_PDATA_MAX 256
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
 #define VB_RX_TAG 1u       /* low bit of wr_id: a receive buffer, not a send slot */
