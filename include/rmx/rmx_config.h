@@ -263,11 +263,13 @@ typedef struct rmx_config {
   /**
    * Send queue entries of an RDMA connection (RMX_SQ_DEPTH): the sends,
    * reads, writes and atomics it has posted at once; more wait in rmx.
-   * A connection gets 2 x @c rx_depth + 2 x @c rndv_depth + 8, this where
-   * it is more (0, the default: no more), and never fewer than the chunks
-   * of the largest message's read plus 8. A deeper queue helps a
-   * connection that streams many large transfers at once. TCP queues
-   * without a limit.
+   * 0 (the default) picks 2 x @c rx_depth + 2 x @c rndv_depth + 8 with a
+   * receive queue per connection, and 30 on the shared receive queue,
+   * where connections are many and each costs its queue's memory
+   * (docs/scaling.md); never fewer than the chunks of the largest
+   * message's read plus 8. A deeper queue helps a connection that streams
+   * many large transfers at once; a shallower one only makes posts wait
+   * in rmx sooner. TCP queues without a limit.
    */
   uint32_t sq_depth;
 } rmx_config_t;

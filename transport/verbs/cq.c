@@ -104,14 +104,18 @@ void rmx__vb_spin_poll(vb_dev_t *dev, int found)
 }
 
 /* Completions come in order on an RC QP: a completion for slot s also
- * completes every unsignaled slot before it. */
+ * completes every unsignaled slot before it. The owner hears of each op as
+ * its slot is retired, and may post again from there while later slots
+ * are still held; a post it was refused hears of the room once all are
+ * retired, even where the last says nothing (a bind, a read's first
+ * chunks, copied sends). */
 static void complete_upto(struct rmx_tp_conn *tc, vb_slot_t *upto, int status)
 {
   while (tc->tail != tc->head) {
     vb_slot_t *s = &tc->slots[tc->tail++ % tc->sq_depth];
     if (s == upto) {
       rmx__vb_slot_fire(tc, s, status);
-      return;
+      break;
     }
     if (s->kind == SLOT_SEND && !s->op) { /* a copied send: nothing to report */
       s->kind = SLOT_FREE;
@@ -119,6 +123,13 @@ static void complete_upto(struct rmx_tp_conn *tc, vb_slot_t *upto, int status)
     }
     /* before a failure we cannot tell delivered from flushed */
     rmx__vb_slot_fire(tc, s, status ? RMX_ECANCELED : 0);
+  }
+  if (tc->want_room && tc->owner && !tc->dead && !tc->closing &&
+      tc->head - tc->tail < tc->sq_depth) {
+    tc->want_room = 0;
+    if (tc->state == VC_UP)
+      rmx__vb_binds_chain(tc); /* windows first: what is sent may carry their keys */
+    rmx__vb_raise(tc, RMX_TP_EV_SEND, 0, NULL, NULL, 0);
   }
 }
 

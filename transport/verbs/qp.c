@@ -91,16 +91,15 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
     return srq;
   tc->srq = (uint8_t)srq;
   /* Deep enough for a window of messages each way and the rendezvous
-   * reads, or deeper as configured, and always for the chunks of the
-   * largest message's read, with room to spare (a read is posted whole:
-   * rdma_rw). A ring much shallower than the credits stalled a two-way
-   * burst on the shared queue (docs/architecture.md, "What is not there
-   * yet"): it is not offered. */
+   * reads; on the shared queue, small: connections there are many, and
+   * what the ring cannot take waits in the core, which hears when there
+   * is room (want_room). Either way, the chunks of the largest message's
+   * read fit, with room to spare (a read is posted whole: rdma_rw). */
   tc->max_msg = port_max_msg(dev, tc->id->port_num);
   uint64_t whole = (cfg->max_msg_size + tc->max_msg - 1) / tc->max_msg + 8;
-  uint32_t sq = 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
-  if (sq < cfg->sq_depth)
-    sq = cfg->sq_depth;
+  uint32_t sq = cfg->sq_depth ? cfg->sq_depth
+                : srq         ? VB_SRQ_SQ
+                              : 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
   if (sq < whole)
     sq = whole < UINT32_MAX ? (uint32_t)whole : UINT32_MAX;
   uint32_t rq = srq ? 0 : cfg->rx_depth + 2; /* + BYE and one of slack */
@@ -144,8 +143,9 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
             .max_inline_data = VB_INLINE_WANT},
   };
   /* Devices differ in how much they inline; ask for less until one fits. */
-  static const uint32_t inl[] = VB_INLINE_TRY;
-  for (size_t i = 0; i < sizeof(inl) / sizeof(inl[0]); i++) {
+  static const uint32_t inl_own[] = VB_INLINE_TRY, inl_srq[] = VB_INLINE_TRY_SRQ;
+  const uint32_t *inl = srq ? inl_srq : inl_own;
+  for (size_t i = 0; i < sizeof(inl_own) / sizeof(inl_own[0]); i++) {
     qa.cap.max_inline_data = inl[i];
     if ((rc = rdma_create_qp(tc->id, tc->pd, &qa)) == 0)
       break;
@@ -315,6 +315,14 @@ static vb_slot_t *slot_take(struct rmx_tp_conn *tc, slot_kind_t kind, void *op)
   return s;
 }
 
+/* A post refused for want of room: the completion that frees some tells
+ * the owner (complete_upto), whichever slot it was for. */
+static int ring_full(struct rmx_tp_conn *tc)
+{
+  tc->want_room = 1;
+  return RMX_EAGAIN;
+}
+
 /* Chain a built request; every VB_SIG_EVERY-th is signaled so the ring
  * cannot fill with requests nobody will hear about. */
 static void chain(struct rmx_tp_conn *tc, vb_slot_t *s, int must_signal)
@@ -373,7 +381,7 @@ int rmx__vb_send(struct rmx_tp_conn *tc, const rmx_tp_sge_t *sge, int n, void *o
     return RMX_EINVAL;
   /* What is sent may carry a window's key: its bind goes first. */
   if (!rmx__vb_binds_chain(tc) || tc->head - tc->tail >= tc->sq_depth)
-    return RMX_EAGAIN;
+    return ring_full(tc);
   if (!op)
     return send_copy(tc, sge, n, NULL);
   uint32_t lkey[RMX_TP_MAX_SGE];
@@ -409,7 +417,7 @@ int rmx__vb_binds_chain(struct rmx_tp_conn *tc)
   rmx_list_t *n;
   while ((n = tc->bind_wait.next) != &tc->bind_wait) {
     if (tc->head - tc->tail >= tc->sq_depth)
-      return 0;
+      return ring_full(tc), 0;
     rmx_tp_mem_t *m = rmx_container_of(n, rmx_tp_mem_t, wait_link);
     rmx_list_del(n);
     m->waiting = 0;
@@ -462,7 +470,7 @@ static int rdma_rw(struct rmx_tp_conn *tc, enum ibv_wr_opcode opc, slot_kind_t k
   if (chunks > tc->sq_depth)
     return RMX_EMSGSIZE;
   if (tc->head - tc->tail + chunks > tc->sq_depth)
-    return RMX_EAGAIN;
+    return ring_full(tc);
   uint32_t lkey = 0;
   if (mem) {
     int rc = vb_lkey(tc, mem, &lkey);
@@ -525,7 +533,7 @@ int rmx__vb_atomic(struct rmx_tp_conn *tc, rmx_tp_atomic_t kind, uint64_t raddr,
   if (rkey > UINT32_MAX)
     return RMX_EINVAL;
   if (tc->head - tc->tail >= tc->sq_depth)
-    return RMX_EAGAIN;
+    return ring_full(tc);
   uint32_t idx = tc->head % tc->sq_depth;
   vb_slot_t *s = slot_take(tc, SLOT_ATOMIC, op);
   s->old = old;

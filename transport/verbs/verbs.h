@@ -20,6 +20,10 @@
 /* Devices differ in how much they inline: a QP asks for these in turn until
  * one fits (rmx__vb_qp_create; devinfo.c probes the same way). */
 #define VB_INLINE_TRY {VB_INLINE_WANT, 64, 0}
+/* On the shared receive queue: a bounce area's worth, which is all such a
+ * connection needs inline (qp.c), in a smaller queue. */
+#define VB_INLINE_TRY_SRQ {VB_BOUNCE, 64, 0}
+#define VB_SRQ_SQ 30 /* send queue entries: 31 with the one kept for BYE, 32 in rxe's ring */
 #define VB_PDATA_MAX 256
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
 #define VB_RX_TAG 1u       /* low bit of wr_id: a receive buffer, not a send slot */
@@ -166,6 +170,8 @@ struct rmx_tp_conn {
   uint32_t sq_depth, head, tail, posted_unsig;
   uint32_t sig_every;      /* at most this many unsignaled sends in a row */
   uint8_t unsig_ops;       /* an unsignaled slot since the last signaled one carries an op */
+  uint8_t want_room;       /* a post was refused for a full ring: the owner hears when
+                              a completion frees room (cq.c complete_upto) */
   struct ibv_send_wr *chain, *chain_last; /* built, not yet posted */
   rmx_list_t flush_link;   /* in tp->unflushed while chain is non-empty */
   uint32_t max_inline;
