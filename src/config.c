@@ -108,8 +108,8 @@ const rmx__setting_t rmx__settings[] = {
       "(1), or refuses the new peer (0)."),
   NUM("RMX_SQ_DEPTH", sq_depth, 0, 0, 1u << 16,
       "Send queue entries per RDMA connection (what it has posted at once; more wait in rmx); "
-      "0: 2 x RMX_RX_DEPTH + 2 x RMX_RNDV_DEPTH + 8, or 30 on the shared receive queue; "
-      "at least the chunks of the largest message's read plus 8."),
+      "0: 2 x RMX_RX_DEPTH + 2 x RMX_RNDV_DEPTH + 8, or 6 on the shared receive queue; "
+      "at least 3 (reads and writes go in parts of half the queue's worth)."),
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

@@ -189,14 +189,14 @@ typedef struct rmx__op {
   uint8_t ctrl;       /* frame type for CTRL ops */
   uint8_t sent;       /* RNDV: the RTS send completed */
   uint8_t ready;      /* RX: data complete */
-  uint8_t reading;    /* RX: a read is in flight */
+  uint16_t reading;   /* RX: reads in flight (parts of at most the connection's io_max) */
   uint8_t user_buf;   /* buf belongs to the user's rmx_send_buf() */
   int status;
   rmx_send_cb cb;
   void *arg;
   rmx_buf_t *buf;     /* EAGER: frame; RX: held eager copy */
   const void *data;   /* RNDV: the message; RX: where it is */
-  size_t len;
+  size_t len, read_off; /* RX: read_off bytes of len asked for so far */
   rmx_tp_mem_t *mem;  /* RNDV source / RX destination registration */
   void *heap;         /* RX: rendezvous destination */
   uint64_t id;

@@ -33,8 +33,8 @@ run conformance RMX_RNR_RETRY=0 -- "$bin/rmx-conformance" rdma
 run fastpath RMX_RNR_RETRY=0 -- "$bin/rmx-fastpath" rdma
 # a ring far shallower than the credits: posts refused for room wait for
 # the completion that frees it, whichever slot that was (a bind, a copy)
-run fastpath-tiny-ring RMX_RNR_RETRY=0 RMX_SQ_DEPTH=12 -- "$bin/rmx-fastpath" rdma
-run rpc-tiny-ring RMX_RNR_RETRY=0 RMX_SQ_DEPTH=12 RMX_TEST_RPC_CALLS=2000 -- "$bin/rmx-rpc-test" rdma
+run fastpath-tiny-ring RMX_RNR_RETRY=0 RMX_SQ_DEPTH=3 -- "$bin/rmx-fastpath" rdma
+run rpc-tiny-ring-own-rq RMX_SRQ=0 RMX_RNR_RETRY=0 RMX_SQ_DEPTH=3 RMX_TEST_RPC_CALLS=2000 -- "$bin/rmx-rpc-test" rdma
 run fastpath-poll RMX_RNR_RETRY=0 RMX_PROGRESS=poll -- "$bin/rmx-fastpath" rdma
 run api-order-poll RMX_RNR_RETRY=0 RMX_PROGRESS=poll -- "$bin/rmx-api-order" rdma
 run liveness RMX_RNR_RETRY=0 -- "$bin/rmx-liveness" rdma

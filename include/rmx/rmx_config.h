@@ -264,10 +264,10 @@ typedef struct rmx_config {
    * Send queue entries of an RDMA connection (RMX_SQ_DEPTH): the sends,
    * reads, writes and atomics it has posted at once; more wait in rmx.
    * 0 (the default) picks 2 x @c rx_depth + 2 x @c rndv_depth + 8 with a
-   * receive queue per connection, and 30 on the shared receive queue,
+   * receive queue per connection, and 6 on the shared receive queue,
    * where connections are many and each costs its queue's memory
-   * (docs/scaling.md); never fewer than the chunks of the largest
-   * message's read plus 8. A deeper queue helps a connection that streams
+   * (docs/scaling.md); never fewer than 3 (reads and writes go in parts
+   * of half the queue's worth). A deeper queue helps a connection that streams
    * many large transfers at once; a shallower one only makes posts wait
    * in rmx sooner. TCP queues without a limit.
    */

@@ -119,45 +119,61 @@ static int rx_dest(rmx_conn_t *c, rmx__op_t *op)
                    : 0;
 }
 
+/*
+ * Read what the peer offered, message by message in order, at most
+ * rndv_depth messages at once, each in parts of at most the connection's
+ * io_max (so no read needs more of the send ring than half of it: a ring
+ * need not be deep enough for the largest message whole). A part refused
+ * for want of room or of the peer's window is asked for again after a
+ * completion (reads_blocked).
+ */
 static void start_reads(rmx_conn_t *c)
 {
   rmx_list_t *n;
   int rc;
+  size_t most = c->ops->io_max ? c->ops->io_max(c->tc) : SIZE_MAX;
   rmx_list_foreach(n, &c->rxq) {
-    if (c->rndv_reads >= c->ctx->cfg.rndv_depth)
-      return;
-    if (c->rpc_held_bytes >= c->ctx->cfg.max_msg_size) {
-      /* RPC requests wait for handlers with a message's worth copied: read
-       * no more large ones until some are served (bounds what a peer can
-       * make us hold). */
-      c->reads_blocked = 1;
-      return;
-    }
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
-    if (op->ready || op->reading)
-      continue;
-    if (!op->data && (rc = rx_dest(c, op)) != 0) {
-      RMX_LOG(c->ctx, ERROR, "cannot take %zu bytes for a message from %s peer %s: %s", op->len,
-              c->ops->name, c->peer, rmx_strerror(rc));
-      rmx__conn_down(c, rc);
-      return;
+    if (op->ready || (op->reading && op->read_off >= op->len))
+      continue; /* whole, or every part asked for */
+    if (!op->reading && op->read_off == 0) { /* a message not started */
+      if (c->rndv_reads >= c->ctx->cfg.rndv_depth)
+        break;
+      if (c->rpc_held_bytes >= c->ctx->cfg.max_msg_size) {
+        /* RPC requests wait for handlers with a message's worth copied:
+         * read no more large ones until some are served (bounds what a
+         * peer can make us hold). */
+        c->reads_blocked = 1;
+        break;
+      }
+      if (!op->data && (rc = rx_dest(c, op)) != 0) {
+        RMX_LOG(c->ctx, ERROR, "cannot take %zu bytes for a message from %s peer %s: %s",
+                op->len, c->ops->name, c->peer, rmx_strerror(rc));
+        rmx__conn_down(c, rc);
+        return;
+      }
     }
-    rc = c->rma_out < c->rma_window
-             ? c->ops->read(c->tc, (void *)(uintptr_t)op->data, op->len, op->mem, op->rts.addr,
-                            op->rts.rkey, op)
-             : RMX_EAGAIN;
-    if (rc == RMX_EAGAIN) {
-      c->reads_blocked = 1; /* the buffer stays; retried after a completion */
-      break;
-    }
-    if (rc) {
-      rmx__conn_down(c, rc);
-      return;
-    }
-    op->reading = 1;
-    c->rndv_reads++;
-    c->rma_out++;
+    do {
+      size_t off = op->read_off, part = op->len - off < most ? op->len - off : most;
+      rc = c->rma_out < c->rma_window
+               ? c->ops->read(c->tc, (uint8_t *)(uintptr_t)op->data + off, part, op->mem,
+                              op->rts.addr + off, op->rts.rkey, op)
+               : RMX_EAGAIN;
+      if (rc == RMX_EAGAIN) {
+        c->reads_blocked = 1; /* the buffer stays; retried after a completion */
+        goto out;
+      }
+      if (rc) {
+        rmx__conn_down(c, rc);
+        return;
+      }
+      if (op->reading++ == 0 && off == 0)
+        c->rndv_reads++;
+      op->read_off = off + part;
+      c->rma_out++;
+    } while (op->read_off < op->len);
   }
+out:
   rmx__conn_flush_later(c);
 }
 
@@ -165,8 +181,15 @@ void rmx__msg_reads_resume(rmx_conn_t *c) { start_reads(c); }
 
 static void read_done(rmx_conn_t *c, rmx__op_t *op, int status)
 {
-  op->reading = 0;
-  c->rndv_reads--;
+  if (--op->reading == 0 && (status || op->read_off >= op->len))
+    c->rndv_reads--; /* the message's last part in flight */
+  if (!status && (op->reading || op->read_off < op->len)) {
+    if (c->reads_blocked) { /* a part waits for the room this one left */
+      c->reads_blocked = 0;
+      start_reads(c);
+    }
+    return;
+  }
   if (status) {
     if (c->state != RMX_CS_DOWN) {
       RMX_LOG(c->ctx, ERROR, "%s peer %s: reading a %zu-byte message failed: %s",

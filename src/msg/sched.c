@@ -186,7 +186,7 @@ void rmx__msg_progress_queued(rmx_conn_t *c)
     c->stalled = 1;
     c->st.credit_stalls++;
   }
-  if (c->reads_blocked && c->rndv_reads < c->ctx->cfg.rndv_depth) {
+  if (c->reads_blocked) { /* a message's next part, or the next message */
     c->reads_blocked = 0;
     c->ctx->up.reads_resume(c); /* flushes what it posts */
   }

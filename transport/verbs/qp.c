@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Queue pairs: creation (receive buffers posted as one list, or the SRQ),
- * the parameters the connection manager gives them, the ring of
- * send slots with selective signaling, posting sends, RDMA reads, writes
- * and atomics, and flush, which gives receive buffers back and rings the
- * doorbell. What completes is cq.c's; what ends a QP is ep.c's.
+ * the ring of send slots with selective signaling, posting sends, RDMA
+ * reads, writes and atomics, and flush, which gives receive buffers back
+ * and rings the doorbell. What the CM gives a QP is qpattr.c's. What completes is cq.c's; what ends a QP is ep.c's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -93,15 +92,15 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   /* Deep enough for a window of messages each way and the rendezvous
    * reads; on the shared queue, small: connections there are many, and
    * what the ring cannot take waits in the core, which hears when there
-   * is room (want_room). Either way, the chunks of the largest message's
-   * read fit, with room to spare (a read is posted whole: rdma_rw). */
+   * is room (want_room). The core asks for no read or write longer than
+   * io_max (half the ring's worth of the port's largest message), so
+   * three entries are enough for anything. */
   tc->max_msg = port_max_msg(dev, tc->id->port_num);
-  uint64_t whole = (cfg->max_msg_size + tc->max_msg - 1) / tc->max_msg + 8;
   uint32_t sq = cfg->sq_depth ? cfg->sq_depth
                 : srq         ? VB_SRQ_SQ
                               : 2 * cfg->rx_depth + 2 * cfg->rndv_depth + 8;
-  if (sq < whole)
-    sq = whole < UINT32_MAX ? (uint32_t)whole : UINT32_MAX;
+  if (sq < VB_SQ_MIN)
+    sq = VB_SQ_MIN;
   uint32_t rq = srq ? 0 : cfg->rx_depth + 2; /* + BYE and one of slack */
   if (sq + 1 > (uint32_t)dev->attr.max_qp_wr)
     sq = (uint32_t)dev->attr.max_qp_wr - 1;
@@ -113,10 +112,13 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
   tc->rx_count = rq;
   tc->rx_size = cfg->eager_size;
   /* One region: the receive buffers (none on the SRQ), each slot's bounce
-   * area, each slot's 8 bytes for an atomic's result. */
+   * area, each slot's 8 bytes for an atomic's result. Pages where it holds
+   * receive buffers; on the SRQ, under a kilobyte from the heap (pinning
+   * the pages it is on, which are resident anyway), not a page of its own. */
   size_t rx_bytes = (size_t)rq * tc->rx_size, bounce_bytes = (size_t)sq * VB_BOUNCE;
-  size_t bytes = (rx_bytes + bounce_bytes + (size_t)sq * 8 + 4095) & ~(size_t)4095;
-  tc->rx_mem = aligned_alloc(4096, bytes);
+  size_t align = rq ? 4096 : 64;
+  size_t bytes = (rx_bytes + bounce_bytes + (size_t)sq * 8 + align - 1) & ~(align - 1);
+  tc->rx_mem = aligned_alloc(align, bytes);
   tc->slots = calloc(sq, sizeof(*tc->slots));
   tc->rx = rq ? calloc(rq, sizeof(*tc->rx)) : NULL;
   if (!tc->rx_mem || !tc->slots || (rq && !tc->rx)) {
@@ -173,8 +175,7 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
     goto err;
   tc->max_inline = qa.cap.max_inline_data;
   /* Every copied send inlines from its bounce area where the QP inlines a
-   * whole one: then only the atomics' results need a key, and an idle
-   * connection pins a page, not the ring's bounce areas. */
+   * whole one: then only the atomics' results need a key. */
   if (srq && (rc = tc->max_inline >= VB_BOUNCE
                        ? region_reg(tc, tc->atomics, (size_t)sq * 8)
                        : region_reg(tc, tc->rx_mem, bytes)) != 0)
@@ -194,71 +195,6 @@ int rmx__vb_qp_create(struct rmx_tp_conn *tc)
 err:
   rmx__vb_qp_destroy(tc);
   return rc;
-}
-
-/* ---- what the connection manager sets on the QP ---- */
-
-#define RD_ATOMIC 16 /* RDMA READs in flight per QP, each way */
-
-void rmx__vb_qp_conn_param(struct rmx_tp_conn *tc, struct rdma_conn_param *p)
-{
-  int rd = RD_ATOMIC;
-  if (tc->dev->attr.max_qp_rd_atom < rd)
-    rd = tc->dev->attr.max_qp_rd_atom;
-  if (tc->dev->attr.max_qp_init_rd_atom < rd)
-    rd = tc->dev->attr.max_qp_init_rd_atom;
-  memset(p, 0, sizeof(*p));
-  p->private_data = tc->hello;
-  p->private_data_len = (uint8_t)tc->hello_len;
-  p->responder_resources = (uint8_t)rd;
-  p->initiator_depth = (uint8_t)rd;
-  /* Never 7: devices read it as "retry forever", and a lost host would
-   * then never be detected. The accepting side's QP takes the connecting
-   * side's value from the request; what it puts here is not used. */
-  p->retry_count = (uint8_t)tc->tp->env->cfg->rc_retry;
-  /* What the peer's QP does when our receive queue is empty (each side's
-   * value goes to the other's QP). A shared one can run empty under a
-   * burst from many peers while each keeps within its credits: the peer
-   * then retries for as long as it takes (7: for ever), never fails. */
-  p->rnr_retry_count = tc->srq ? 7 : (uint8_t)tc->tp->env->cfg->rnr_retry;
-}
-
-/* The local ACK timeout, on both sides before connect or accept: the CM
- * applies it when it moves the QP to RTS (else it derives one from the
- * path, about a second on RoCE). Failing here leaves the CM's own. */
-void rmx__vb_qp_ack_timeout(struct rmx_tp_conn *tc)
-{
-  uint8_t t = rmx__vb_ack_timeout_exp(tc->tp->env->cfg->rc_timeout_ms);
-  if (rdma_set_option(tc->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
-    RMX_TP_LOG(tc->tp->env, WARN, "rdma: cannot set the ACK timeout of the connection to %s "
-               "(%s): the connection manager's default applies", tc->peer, strerror(errno));
-}
-
-/* On the SRQ, a peer told "not ready" waits longer before it sends again
- * than the connection manager's default (0.64 ms): under a burst from many
- * peers into an empty queue, resends at that pace would take the CPU the
- * receiver needs to refill it (SoftRoCE then drops packets, and senders
- * run out of retries). RTS to RTS; the CM has no option for it. */
-#define VB_SRQ_RNR_TIMER 20 /* 10.24 ms */
-void rmx__vb_qp_srq_timer(struct rmx_tp_conn *tc)
-{
-  struct ibv_qp_attr a = {.min_rnr_timer = VB_SRQ_RNR_TIMER};
-  if (tc->srq && tc->qp && ibv_modify_qp(tc->qp, &a, IBV_QP_MIN_RNR_TIMER))
-    RMX_TP_LOG(tc->tp->env, DEBUG, "rdma: QP 0x%x: cannot lengthen its RNR timer: %s",
-               tc->qp->qp_num, strerror(errno));
-}
-
-/* What the device really took, for whoever measures detection times. */
-void rmx__vb_qp_log_timers(struct rmx_tp_conn *tc)
-{
-  struct ibv_qp_attr a;
-  struct ibv_qp_init_attr ia;
-  if (tc->tp->env->log_level < RMX_LOG_DEBUG || !tc->qp ||
-      ibv_query_qp(tc->qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY, &ia))
-    return;
-  RMX_TP_LOG(tc->tp->env, DEBUG, "rdma: QP 0x%x to %s: ACK timeout exponent %u (%.0f ms), "
-             "retry %u, RNR retry %u", tc->qp->qp_num, tc->peer, a.timeout,
-             a.timeout ? 4.096e-3 * (double)(1ull << a.timeout) : 0.0, a.retry_cnt, a.rnr_retry);
 }
 
 /* ---- receive buffers ---- */

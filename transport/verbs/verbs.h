@@ -20,10 +20,15 @@
 /* Devices differ in how much they inline: a QP asks for these in turn until
  * one fits (rmx__vb_qp_create; devinfo.c probes the same way). */
 #define VB_INLINE_TRY {VB_INLINE_WANT, 64, 0}
-/* On the shared receive queue: a bounce area's worth, which is all such a
- * connection needs inline (qp.c), in a smaller queue. */
-#define VB_INLINE_TRY_SRQ {VB_BOUNCE, 64, 0}
-#define VB_SRQ_SQ 30 /* send queue entries: 31 with the one kept for BYE, 32 in rxe's ring */
+/* On the shared receive queue, where connections are many, a small queue
+ * of small entries: no more inline than the three SGEs take anyway (rxe's
+ * entry is then 256 B, not 512), larger copies from registered bounce
+ * areas, and 6 entries (7 with the one kept for BYE: rxe's ring of 8 then
+ * fits a page with its header). The provider's ring is most of what an
+ * idle connection costs there (docs/scaling.md). */
+#define VB_INLINE_TRY_SRQ {3 * 16, 32, 0}
+#define VB_SRQ_SQ 6
+#define VB_SQ_MIN 3  /* a window's bind, a send, and a read's part (qp.c) */
 #define VB_PDATA_MAX 256
 #define VB_REJECT_MAGIC 0x52584d52u /* "RMXR": our reject carries a status */
 #define VB_RX_TAG 1u       /* low bit of wr_id: a receive buffer, not a send slot */
