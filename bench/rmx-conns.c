@@ -297,33 +297,29 @@ static const char usage[] =
     "  --work US  each call keeps the server busy for US microseconds\n"
     "  --version  the tool's and the library's version\n";
 
+static int json; /* --json */
+
+/* rmx-conns' own options, beside --help and --version (tool.h). */
+static const struct option conns_opts[] = {{"json", no_argument, NULL, 'j'},
+                                           {"contexts", required_argument, NULL, 'k'},
+                                           {"work", required_argument, NULL, 'w'},
+                                           {NULL, 0, NULL, 0}};
+
+static void conns_option(int ch, const char *arg)
+{
+  if (ch == 'j')
+    json = 1;
+  else if (ch == 'k')
+    s_k = (int)tool_num("--contexts", arg, 1, 64);
+  else
+    s_work_ns = tool_num("--work", arg, 0, 1000000) * 1000;
+}
+
 int main(int argc, char **argv)
 {
-  static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
-                                       {"version", no_argument, NULL, 'V'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"contexts", required_argument, NULL, 'k'},
-                                       {"work", required_argument, NULL, 'w'},
-                                       {NULL, 0, NULL, 0}};
-  int json = 0, ch;
-  tool_init(argv, usage);
-  opterr = 0;
-  while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-    if (ch == 'h')
-      tool_help();
-    if (ch == 'V')
-      tool_version();
-    if (ch == 'j')
-      json = 1;
-    else if (ch == 'k')
-      s_k = (int)tool_num("--contexts", optarg, 1, 64);
-    else if (ch == 'w')
-      s_work_ns = tool_num("--work", optarg, 0, 1000000) * 1000;
-    else
-      tool_bad("unknown option '%s'", argv[optind - 1]);
-  }
-  int argn = argc - optind;
-  char **args = argv + optind;
+  int first = tool_options_with(argc, argv, usage, conns_opts, conns_option);
+  int argn = argc - first;
+  char **args = argv + first;
   if (argn < 3 || argn > 4)
     tool_bad("expected tcp|rdma, an address and a count");
   if (strcmp(args[0], "tcp") != 0 && strcmp(args[0], "rdma") != 0)

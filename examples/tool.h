@@ -55,13 +55,23 @@ __attribute__((noreturn, unused)) static void tool_version(void)
   exit(0);
 }
 
-/* Options before the operands: -h/--help and --version, nothing else.
+/* Options before the operands: -h/--help, --version, and the tool's own
+ * long options in @p extra (at most 13, ended by a zeroed entry; NULL for
+ * none), each handed to @p take with its argument (NULL for none). Any
+ * other option, or one of them without its argument, is a usage error.
  * Returns the index of the first operand. */
-__attribute__((unused)) static int tool_options(int argc, char **argv, const char *usage)
+__attribute__((unused)) static int tool_options_with(int argc, char **argv, const char *usage,
+                                                     const struct option *extra,
+                                                     void (*take)(int ch, const char *arg))
 {
-  static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
-                                       {"version", no_argument, NULL, 'V'},
-                                       {NULL, 0, NULL, 0}};
+  struct option opts[16] = {{"help", no_argument, NULL, 'h'},
+                            {"version", no_argument, NULL, 'V'}};
+  size_t n = 2;
+  for (; extra && extra->name; extra++) {
+    if (n == sizeof(opts) / sizeof(opts[0]) - 1)
+      abort(); /* the tool's own table is too long for this one */
+    opts[n++] = *extra;
+  }
   int ch;
   tool_init(argv, usage);
   opterr = 0;
@@ -70,9 +80,18 @@ __attribute__((unused)) static int tool_options(int argc, char **argv, const cha
       tool_help();
     if (ch == 'V')
       tool_version();
-    tool_bad("unknown option '%s'", argv[optind - 1]);
+    if (ch == '?' || !take)
+      tool_bad("unknown option '%s'", argv[optind - 1]);
+    take(ch, optarg);
   }
   return optind;
+}
+
+/* Options before the operands: -h/--help and --version, nothing else.
+ * Returns the index of the first operand. */
+__attribute__((unused)) static int tool_options(int argc, char **argv, const char *usage)
+{
+  return tool_options_with(argc, argv, usage, NULL, NULL);
 }
 
 /* @p s as a whole number in [min, max]: decimal digits, then at most one

@@ -12,6 +12,7 @@
 #include <rmx/rmx.h>
 
 #include "harness.h"
+#include "test_util.h" /* now_ms */
 
 #define SMALL 100
 #define LARGE (100u << 10) /* above the eager size: rendezvous */
@@ -25,7 +26,6 @@
 enum { H_ECHO = 1, H_HOLD = 2 };
 enum { CL, SV };
 
-uint64_t now_ms(void);
 /* Where the case is, for the alarm's message on a hang inside rmx. */
 extern const char *volatile phase;
 

@@ -15,13 +15,6 @@
 
 #include "api_order.h"
 
-uint64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 const char *volatile phase = "setup";
 
 /* ---- the tracking layer ---- */

@@ -38,18 +38,8 @@
 #include <uv.h>
 
 #include "rawpeer.h"
-
-static pid_t server_pid; /* killed with us: never left behind */
-
-#define FAIL(...)                          \
-  do {                                     \
-    fprintf(stderr, "burst: FAIL: ");      \
-    fprintf(stderr, __VA_ARGS__);          \
-    fprintf(stderr, "\n");                 \
-    if (server_pid > 0)                    \
-      kill(server_pid, SIGKILL);           \
-    exit(1);                               \
-  } while (0)
+#define TEST_NAME "burst"
+#include "test_util.h"
 
 /* ---- the server (child) ---- */
 
@@ -168,17 +158,6 @@ static void c_connected(rmx_conn_t *c, int status, void *arg)
     FAIL("send");
 }
 
-static void run_until(rmx_ctx_t *ctx, const int *a, const int *b, int want, int secs)
-{
-  time_t end = time(NULL) + secs;
-  while (*a + (b ? *b : 0) < want) {
-    if (rmx_ctx_progress(ctx) < 0)
-      FAIL("progress");
-    if (time(NULL) > end)
-      FAIL("timed out: %d of %d", *a + (b ? *b : 0), want);
-  }
-}
-
 static int raw_connect(const struct sockaddr_in *sa)
 {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -194,10 +173,10 @@ static void burst(rmx_ctx_t *ctx, const char *uri, int n, const char *what)
   for (int i = 0; i < n; i++)
     if (rmx_connect(ctx, uri, c_connected, &k[i], &k[i].c) != 0)
       FAIL("rmx_connect %d", i);
-  run_until(ctx, &nconnected, &nfailed, n, 60);
+  progress_until(ctx, &nconnected, &nfailed, n, 60);
   if (nfailed)
     FAIL("%s: %d of %d clients could not connect", what, nfailed, n);
-  run_until(ctx, &ngot, NULL, n, 60);
+  progress_until(ctx, &ngot, NULL, n, 60);
   printf("burst: %s: %d of %d clients connected, each got its message back\n", what,
          nconnected, n);
   for (int i = 0; i < n; i++)
@@ -271,11 +250,11 @@ static void good_once(rmx_ctx_t *ctx, const char *uri, int *n)
   nconnected = nfailed = ngot = 0;
   if (rmx_connect(ctx, uri, c_connected, &k, &k.c) != 0)
     FAIL("rmx_connect");
-  run_until(ctx, &nconnected, &nfailed, 1, 60);
+  progress_until(ctx, &nconnected, &nfailed, 1, 60);
   if (nfailed)
     FAIL("a good client was turned away after %d good connections, while the bad peer "
          "made %s connections that fail", *n, bad_rdma ? "rdma" : "tcp");
-  run_until(ctx, &ngot, NULL, 1, 60);
+  progress_until(ctx, &ngot, NULL, 1, 60);
   rmx_conn_close(k.c, NULL, NULL);
   for (int i = 0; i < 50; i++)
     rmx_ctx_progress(ctx);
@@ -332,7 +311,7 @@ int main(int argc, char **argv)
     close(p[0]);
     _exit(serve(listen_uri, p[1], n));
   }
-  server_pid = pid;
+  test_server_pid = pid; /* killed with us: never left behind */
   close(p[1]);
   FILE *from = fdopen(p[0], "r");
   char uri[128];

@@ -19,16 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <rmx/rmx.h>
 
-#define FAIL(...)                      \
-  do {                                 \
-    fprintf(stderr, "evict: FAIL: ");  \
-    fprintf(stderr, __VA_ARGS__);      \
-    fprintf(stderr, "\n");             \
-    exit(1);                           \
-  } while (0)
+#define TEST_NAME "evict"
+#include "test_util.h"
 
 enum { N = 4, IDLE = 1 }; /* the second client is the idle one */
 
@@ -96,25 +90,12 @@ static void on_conn(rmx_conn_t *c, int status, void *arg)
     rmx_conn_set_cbs(c, &cbs, s);
 }
 
-static uint64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void pump(void)
-{
-  rmx_ctx_progress(srv);
-  rmx_ctx_progress(cli);
-}
-
 /* Pump until *flag reaches want (a count), or leaves 0 (want 0). */
 static void until(const int *flag, int want, const char *what)
 {
   uint64_t end = now_ms() + 30000;
   while (want ? *flag < want : *flag == 0) {
-    pump();
+    pump(srv, cli);
     if (now_ms() > end)
       FAIL("timed out waiting for %s", what);
   }
@@ -124,7 +105,7 @@ static void pause_ms(unsigned ms)
 {
   uint64_t end = now_ms() + ms;
   while (now_ms() < end)
-    pump();
+    pump(srv, cli);
 }
 
 /* A message from client i comes back echoed. */
@@ -202,7 +183,7 @@ static void run(int evict)
   uint64_t end = now_ms() + 30000;
   int closed = 0;
   while (closed < open) {
-    pump();
+    pump(srv, cli);
     closed = 0;
     for (int i = 0; i <= N; i++)
       closed += cl[i].closed + sv[i].closed;

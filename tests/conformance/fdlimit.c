@@ -31,17 +31,8 @@
 #include <rmx/rmx.h>
 #include <uv.h>
 
-static pid_t server_pid;
-
-#define FAIL(...)                          \
-  do {                                     \
-    fprintf(stderr, "fdlimit: FAIL: ");    \
-    fprintf(stderr, __VA_ARGS__);          \
-    fprintf(stderr, "\n");                 \
-    if (server_pid > 0)                    \
-      kill(server_pid, SIGKILL);           \
-    exit(1);                               \
-  } while (0)
+#define TEST_NAME "fdlimit"
+#include "test_util.h"
 
 /* ---- the server (child) ---- */
 
@@ -143,17 +134,6 @@ static void c_connected(rmx_conn_t *c, int status, void *arg)
   rmx_conn_set_cbs(c, &cbs, k);
 }
 
-static void run_until(rmx_ctx_t *ctx, const int *a, int want, int secs)
-{
-  time_t end = time(NULL) + secs;
-  while (*a < want) {
-    if (rmx_ctx_progress(ctx) < 0)
-      FAIL("progress");
-    if (time(NULL) > end)
-      FAIL("timed out: %d of %d", *a, want);
-  }
-}
-
 /* Every connected client that has not sent yet sends its message. */
 static int send_all(cl_t *k, int n)
 {
@@ -240,7 +220,7 @@ int main(int argc, char **argv)
     close(p[0]);
     _exit(serve(p[1], (rlim_t)limit));
   }
-  server_pid = pid;
+  test_server_pid = pid;
   close(p[1]);
   FILE *from = fdopen(p[0], "r");
   char uri[128], line[128];
@@ -277,14 +257,14 @@ int main(int argc, char **argv)
   }
   if (first <= 0 || first >= n || first >= limit)
     FAIL("the server took %d connections before it ran out (limit %d)", first, limit);
-  run_until(ctx, &nconnected, first, 60);
+  progress_until(ctx, &nconnected, NULL, first, 60);
   for (int i = 0; i < 500; i++) /* nobody else gets in, nobody fails */
     rmx_ctx_progress(ctx);
   if (nconnected != first || nfailed)
     FAIL("%d connected, %d failed (%s); the server took %d", nconnected, nfailed,
          rmx_strerror(last_err), first);
   int sent = send_all(k, n);
-  run_until(ctx, &ngot, sent, 60);
+  progress_until(ctx, &ngot, NULL, sent, 60);
   printf("fdlimit: the server (%d descriptors) took %d of %d clients, served them all; the "
          "rest wait\n", limit, first, n);
 
@@ -296,13 +276,13 @@ int main(int argc, char **argv)
       rmx_conn_close(k[i].c, NULL, NULL);
       closed++;
     }
-  run_until(ctx, &nconnected, first + again, 60);
+  progress_until(ctx, &nconnected, NULL, first + again, 60);
   for (int i = 0; i < 500; i++)
     rmx_ctx_progress(ctx);
   if (nconnected != first + again || nfailed)
     FAIL("after %d closed: %d connected, %d failed", again, nconnected, nfailed);
   sent += send_all(k, n);
-  run_until(ctx, &ngot, sent, 60);
+  progress_until(ctx, &ngot, NULL, sent, 60);
   printf("fdlimit: %d closed, %d waiting clients got in and were served\n", again, again);
 
   for (int i = 0; i < n; i++)

@@ -27,13 +27,8 @@
 #include <time.h>
 #include <rmx/rmx.h>
 
-#define FAIL(...)                         \
-  do {                                    \
-    fprintf(stderr, "group: FAIL: ");     \
-    fprintf(stderr, __VA_ARGS__);         \
-    fprintf(stderr, "\n");                \
-    exit(1);                              \
-  } while (0)
+#define TEST_NAME "group"
+#include "test_util.h"
 
 #define MAXC 256
 #define NMEM 4

@@ -14,17 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <rmx/rmx.h>
 #include <uv.h>
 
-#define FAIL(...)                     \
-  do {                                \
-    fprintf(stderr, "idle: FAIL: ");  \
-    fprintf(stderr, __VA_ARGS__);     \
-    fprintf(stderr, "\n");            \
-    exit(1);                          \
-  } while (0)
+#define TEST_NAME "idle"
+#include "test_util.h"
 
 enum { A, B };
 
@@ -78,25 +72,12 @@ static void on_conn(rmx_conn_t *c, int status, void *arg)
 
 static rmx_ctx_t *srv, *cli;
 
-static uint64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void pump(void)
-{
-  rmx_ctx_progress(srv);
-  rmx_ctx_progress(cli);
-}
-
 /* Pump until *flag, B sending every 100 ms while busy. */
 static void until(const int *flag, int busy, int secs)
 {
   uint64_t end = now_ms() + (uint64_t)secs * 1000, next = 0;
   while (!*flag) {
-    pump();
+    pump(srv, cli);
     if (busy && now_ms() >= next) {
       if (rmx_send(cl[B].c, "x", 1, NULL, NULL) != 0)
         FAIL("send on B");
@@ -158,7 +139,7 @@ int main(int argc, char **argv)
   }
   rmx_listener_close(l);
   for (int i = 0; i < 100; i++)
-    pump();
+    pump(srv, cli);
   if (rmx_ctx_destroy(cli) != 0 || rmx_ctx_destroy(srv) != 0)
     FAIL("destroy");
   return 0;

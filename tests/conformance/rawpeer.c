@@ -165,13 +165,6 @@ int rkey_tcp(const uint8_t *b, size_t len, tkey_t *k)
 
 /* ---- blocking sockets ---- */
 
-uint64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void set_rcvtimeo(int fd, unsigned ms)
 {
   struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "test_util.h" /* now_ms */
+
 #define MAGIC 0x31584d52u /* "RMX1" */
 #ifdef HOSTILE_OLD_PROTOCOL
 #define VERSION 1 /* before keepalive */
@@ -91,7 +93,6 @@ int rkey_tcp(const uint8_t *b, size_t len, tkey_t *k);
 
 /* ---- blocking sockets, for helper threads ---- */
 
-uint64_t now_ms(void);
 void set_rcvtimeo(int fd, unsigned ms);
 /* A TCP socket with TCP_NODELAY and 10 s send and receive time-outs. */
 int tcp_socket(void);

@@ -30,17 +30,8 @@
 #include <rmx/rmx.h>
 #include <uv.h>
 
-static pid_t server_pid;
-
-#define FAIL(...)                       \
-  do {                                  \
-    fprintf(stderr, "scale: FAIL: ");   \
-    fprintf(stderr, __VA_ARGS__);       \
-    fprintf(stderr, "\n");              \
-    if (server_pid > 0)                 \
-      kill(server_pid, SIGKILL);        \
-    exit(1);                            \
-  } while (0)
+#define TEST_NAME "scale"
+#include "test_util.h"
 
 /* ---- the server (child) ---- */
 
@@ -168,15 +159,10 @@ static void c_connected(rmx_conn_t *c, int status, void *arg)
   rmx_conn_set_cbs(c, &cbs, arg);
 }
 
+/* Progress until *a plus the failed connects reach want; none may fail. */
 static void run_until(rmx_ctx_t *ctx, const int *a, int want, int secs)
 {
-  time_t end = time(NULL) + secs;
-  while (*a + nfailed < want) {
-    if (rmx_ctx_progress(ctx) < 0)
-      FAIL("progress");
-    if (time(NULL) > end)
-      FAIL("timed out: %d of %d", *a, want);
-  }
+  progress_until(ctx, a, &nfailed, want, secs);
   if (nfailed)
     FAIL("%d of %d clients failed to connect", nfailed, want);
 }
@@ -202,7 +188,7 @@ int main(int argc, char **argv)
     close(p[0]);
     _exit(serve(p[1], n));
   }
-  server_pid = pid;
+  test_server_pid = pid;
   close(p[1]);
   FILE *from = fdopen(p[0], "r");
   char uri[128];
@@ -254,7 +240,7 @@ int main(int argc, char **argv)
       break;
     usleep(100);
   }
-  server_pid = 0;
+  test_server_pid = 0;
   if (fscanf(from, "%d %d %d %lld %lld %lld %lld %d %d", &acc, &echo, &gone_n, &b, &i_, &i2, &a,
              &c_idle, &c_after) != 9)
     FAIL("the server did not report");

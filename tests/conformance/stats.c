@@ -17,13 +17,8 @@
 #include <time.h>
 #include <rmx/rmx.h>
 
-#define FAIL(...)                       \
-  do {                                  \
-    fprintf(stderr, "stats: FAIL: ");   \
-    fprintf(stderr, __VA_ARGS__);       \
-    fprintf(stderr, "\n");              \
-    exit(1);                            \
-  } while (0)
+#define TEST_NAME "stats"
+#include "test_util.h"
 
 static rmx_ctx_stats_t get(rmx_ctx_t *ctx)
 {

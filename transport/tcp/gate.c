@@ -29,7 +29,7 @@ int rmx__tcp_gate_open(const struct sockaddr *sa, rmx_tp_gate_t **out, int *fd)
                                              : sizeof(struct sockaddr_in);
   g->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (g->fd < 0 || setsockopt(g->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-      bind(g->fd, sa, len) != 0 || listen(g->fd, 511) != 0)
+      bind(g->fd, sa, len) != 0 || listen(g->fd, TCP_BACKLOG) != 0)
     rc = errno_err(errno);
   if (rc) {
     if (g->fd >= 0)

@@ -227,7 +227,7 @@ static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
   int rc = uv_tcp_bind(&l->h, sa, 0);
   if (rc == 0)
     rc = uv_fileno((uv_handle_t *)&l->h, &fd);
-  if (rc == 0 && listen(fd, 511) != 0)
+  if (rc == 0 && listen(fd, TCP_BACKLOG) != 0)
     rc = uv_translate_sys_error(errno);
   if (rc == 0 && (rc = uv_poll_init_socket(tp->loop, &l->poll, fd)) == 0)
     l->handles++;

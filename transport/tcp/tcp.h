@@ -28,6 +28,7 @@
 #include "frame.h"
 
 #define FREE_KEEP 256 /* request records kept for reuse */
+#define TCP_BACKLOG 511 /* listen(2) backlog of listeners and group sockets (somaxconn caps it) */
 #define MEM_BUCKETS 1024
 #define TC_BATCH_BUFS 64 /* buffers one batch of sends writes (a frame takes 2 to 4) */
 /* The read buffer: RBUF_SMALL bytes inside the connection until traffic
