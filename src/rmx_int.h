@@ -339,8 +339,8 @@ struct rmx_conn {
   rmx__conn_state_t state;
   rmx__tp_state_t tp_state;
   uint8_t passive, user_closed, reported, was_established, finished;
-  uint8_t credit_queued, stalled, freeing;
-  uint8_t flush_queued;     /* in ctx->flushq */
+  uint8_t credit_queued, stalled, freeing, flush_queued; /* flush_queued: in ctx->flushq */
+  uint8_t bye_wait; uint32_t close_sends; /* closing: messages to send before BYE (sched.c) */
   rmx_list_t flush_link;
   int err;              /* why the connection went down */
   rmx_listener_t *listener; /* passive, while accepting */

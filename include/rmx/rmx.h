@@ -420,9 +420,10 @@ RMX_API int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_
  *  @param arg  passed to each of them (not to @c on_connected) */
 RMX_API void rmx_conn_set_cbs(rmx_conn_t *c, const rmx_conn_cbs_t *cbs, void *arg);
 /**
- * @brief Close a connection. Operations still pending complete with
- * @ref RMX_ECANCELED; messages already handed to the transport are delivered
- * before the peer sees the close. If the peer does not let the close finish
+ * @brief Close a connection. Messages sent before the close that the
+ * credits cover are delivered before the peer sees the close; messages
+ * still waiting for credits, and other operations still pending, complete
+ * with @ref RMX_ECANCELED. If the peer does not let the close finish
  * (it stops reading), the connection is cut after RMX_CLOSE_TIMEOUT_MS and
  * what is outstanding fails. @p on_closed runs after every other callback
  * of this connection, and only once every RPC request its handlers received

@@ -119,6 +119,35 @@ static int post_msg(rmx_conn_t *c, rmx__op_t *op)
   return 0;
 }
 
+static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin, const void *body,
+                      size_t len);
+
+/* Closing: the messages the credits covered at the close, which the send
+ * queue has not taken yet, go before BYE; then BYE. 1 if something was
+ * posted. */
+static int close_drain(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  int posted = 0;
+  while (c->close_sends && (n = c->sendq.next) != &c->sendq &&
+         c->cr.credits >= rmx__credit_need(RMX_FR_DATA)) {
+    rmx_list_del(n);
+    if (post_msg(c, rmx_container_of(n, rmx__op_t, link)) != 0)
+      return posted;
+    c->close_sends--;
+    posted = 1;
+  }
+  if (c->bye_wait && (!c->close_sends || rmx_list_empty(&c->sendq))) {
+    c->bye_wait = 0;
+    c->close_sends = 0;
+    if (queue_ctrl(c, RMX_FR_BYE, NULL, NULL, 0) != 0)
+      rmx__conn_tp_close(c); /* as a close that could not queue it */
+    else
+      rmx__msg_progress(c);
+  }
+  return posted;
+}
+
 /* Send what credits allow: control frames first, then user messages. The
  * connection is queued for a flush only when something was posted. */
 void rmx__msg_progress_queued(rmx_conn_t *c)
@@ -167,8 +196,10 @@ void rmx__msg_progress_queued(rmx_conn_t *c)
     }
     posted = 1;
   }
-  if (c->state != RMX_CS_ESTABLISHED)
+  if (c->state != RMX_CS_ESTABLISHED) {
+    posted |= close_drain(c);
     goto out;
+  }
   if (!rmx_list_empty(&c->rmaq)) {
     posted = 1;
     c->ctx->up.rma_progress(c);
@@ -248,15 +279,42 @@ int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t
   return rc;
 }
 
+/*
+ * BYE goes after what the credits at the close cover: the FINs waiting
+ * (the peer's sends complete) and the messages handed over before the
+ * close, though the send queue may not have taken them yet (it is short on
+ * the SRQ). What the credits do not cover is dropped (frames) or cancelled
+ * when the connection finishes (messages): no credit returns after the
+ * close that BYE could wait for. The close deadline bounds it all.
+ */
 int rmx__msg_queue_bye(rmx_conn_t *c)
 {
-  rmx_list_t *n;
-  /* FINs the credits allow still go (the peer's sends complete); what is
-   * left could hold BYE back forever, since no credit returns after close. */
+  rmx_list_t *n, *next;
   rmx__msg_progress(c);
-  while ((n = rmx_list_pop(&c->ctrlq)) != NULL)
-    rmx__op_put(rmx_container_of(n, rmx__op_t, link));
+  uint32_t credits = c->cr.credits;
+  for (n = c->ctrlq.next; n != &c->ctrlq; n = next) {
+    next = n->next;
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->ctrl == RMX_FR_FIN && credits >= rmx__credit_need(RMX_FR_FIN)) {
+      credits--;
+      continue;
+    }
+    rmx_list_del(n);
+    rmx__op_put(op);
+  }
   c->credit_queued = 0;
+  c->close_sends = 0;
+  rmx_list_foreach(n, &c->sendq) {
+    if (credits < rmx__credit_need(RMX_FR_DATA))
+      break;
+    credits--;
+    c->close_sends++;
+  }
+  if (c->close_sends || !rmx_list_empty(&c->ctrlq)) {
+    c->bye_wait = 1; /* close_drain queues it */
+    rmx__msg_progress(c);
+    return 0;
+  }
   int rc = queue_ctrl(c, RMX_FR_BYE, NULL, NULL, 0);
   if (rc == 0)
     rmx__msg_progress(c);

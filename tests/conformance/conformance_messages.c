@@ -130,7 +130,11 @@ void send_from_pool_buffers(void **state)
 void ten_thousand_in_order(void **state)
 {
   enum { N = 10000, BIG = 100000 };
-  rmx_ctx_t *ctx = ctx_new(0);
+  rmx_config_t cfg;
+  rmx_ctx_t *ctx;
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  cfg.sq_depth = 4 * cfg.rx_depth; /* credits hold the sends back, not the send queue */
+  assert_int_equal(rmx_ctx_create(&ctx, NULL, &cfg), 0);
   server_t s;
   client_t cl;
   server_start(ctx, &s, SRV_SEQ);

@@ -135,6 +135,7 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
     return rmx__vb_err_from_errno(errno);
   }
   int rc = 0;
+  vb_dev_t *dev = NULL;
   if (rdma_bind_addr(l->id, (struct sockaddr *)sa)) {
     rc = rmx__vb_err_from_errno(errno);
     if (errno == EADDRNOTAVAIL || errno == ENODEV)
@@ -143,7 +144,7 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
     else
       RMX_TP_LOG(tp->env, ERROR, "rdma: cannot bind %s: %s", rmx__sa_str(sa, a, sizeof(a)),
               strerror(errno));
-  } else if (l->id->verbs && (rc = rmx__vb_dev_get(tp, l->id->verbs, &(vb_dev_t *){NULL})) != 0) {
+  } else if (l->id->verbs && (rc = rmx__vb_dev_get(tp, l->id->verbs, &dev)) != 0) {
     /* the address belongs to a device this context will not use */
   } else if (rdma_listen(l->id, VB_BACKLOG)) {
     rc = rmx__vb_err_from_errno(errno);
@@ -155,6 +156,10 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
     free(l);
     return rc;
   }
+  /* RMX_SRQ=1: the shared queue is made now, not in the first connect;
+   * where it cannot be, each connection is refused with the reason (qp.c). */
+  if (dev && tp->env->cfg->srq == RMX_SRQ_ON)
+    (void)rmx__vb_srq_get(dev);
 made:
   uv_timer_init(tp->loop, &l->timer);
   l->timer.data = l;
