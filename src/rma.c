@@ -121,8 +121,9 @@ static void rma_event(rmx_conn_t *c, rmx__op_t *op, int status)
     op->status = status;
   if (r->all_posted && r->done == r->posted)
     rma_complete(op, rmx__op_status(c, op->status));
-  /* A slot freed: what waited for send-queue room may go now. */
-  if (c->state == RMX_CS_ESTABLISHED)
+  /* A slot freed: what waited for send-queue room may go now, also a
+   * write with immediate that a close still sends before BYE. */
+  if (c->state == RMX_CS_ESTABLISHED || c->bye_wait)
     rmx__msg_progress(c);
 }
 

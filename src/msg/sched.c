@@ -122,29 +122,52 @@ static int post_msg(rmx_conn_t *c, rmx__op_t *op)
 static int queue_ctrl(rmx_conn_t *c, uint8_t type, const rmx_wire_fin_t *fin, const void *body,
                       size_t len);
 
+/* Closing: keep the FINs the credits cover, drop the other control frames
+ * (CREDIT frames, FINs past the credits): BYE must not wait behind them,
+ * since no credit returns after the close. The credits left. */
+static uint32_t ctrl_trim(rmx_conn_t *c)
+{
+  rmx_list_t *n, *next;
+  uint32_t credits = c->cr.credits;
+  for (n = c->ctrlq.next; n != &c->ctrlq; n = next) {
+    next = n->next;
+    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
+    if (op->ctrl == RMX_FR_FIN && credits >= rmx__credit_need(RMX_FR_FIN)) {
+      credits--;
+      continue;
+    }
+    rmx_list_del(n);
+    rmx__op_put(op);
+  }
+  c->credit_queued = 0;
+  return credits;
+}
+
 /* Closing: the messages the credits covered at the close, which the send
- * queue has not taken yet, go before BYE; then BYE. 1 if something was
- * posted. */
+ * queue had not taken, go before BYE; then BYE. A frame queued since (a
+ * FIN for a read that finished) may have taken a credit they counted on:
+ * the rest are then cancelled. 1 if something was posted. */
 static int close_drain(rmx_conn_t *c)
 {
   rmx_list_t *n;
   int posted = 0;
+  if (!c->bye_wait)
+    return 0;
   while (c->close_sends && (n = c->sendq.next) != &c->sendq &&
          c->cr.credits >= rmx__credit_need(RMX_FR_DATA)) {
     rmx_list_del(n);
     if (post_msg(c, rmx_container_of(n, rmx__op_t, link)) != 0)
-      return posted;
+      return posted; /* no room: the completion that frees some comes back here */
     c->close_sends--;
     posted = 1;
   }
-  if (c->bye_wait && (!c->close_sends || rmx_list_empty(&c->sendq))) {
-    c->bye_wait = 0;
-    c->close_sends = 0;
-    if (queue_ctrl(c, RMX_FR_BYE, NULL, NULL, 0) != 0)
-      rmx__conn_tp_close(c); /* as a close that could not queue it */
-    else
-      rmx__msg_progress(c);
-  }
+  c->bye_wait = 0;
+  c->close_sends = 0;
+  ctrl_trim(c);
+  if (queue_ctrl(c, RMX_FR_BYE, NULL, NULL, 0) != 0)
+    rmx__conn_tp_close(c); /* as a close that could not queue it */
+  else
+    rmx__msg_progress(c);
   return posted;
 }
 
@@ -289,20 +312,9 @@ int rmx__msg_queue_auth(rmx_conn_t *c, uint8_t type, const uint8_t *body, size_t
  */
 int rmx__msg_queue_bye(rmx_conn_t *c)
 {
-  rmx_list_t *n, *next;
+  rmx_list_t *n;
   rmx__msg_progress(c);
-  uint32_t credits = c->cr.credits;
-  for (n = c->ctrlq.next; n != &c->ctrlq; n = next) {
-    next = n->next;
-    rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
-    if (op->ctrl == RMX_FR_FIN && credits >= rmx__credit_need(RMX_FR_FIN)) {
-      credits--;
-      continue;
-    }
-    rmx_list_del(n);
-    rmx__op_put(op);
-  }
-  c->credit_queued = 0;
+  uint32_t credits = ctrl_trim(c);
   c->close_sends = 0;
   rmx_list_foreach(n, &c->sendq) {
     if (credits < rmx__credit_need(RMX_FR_DATA))
