@@ -3,7 +3,8 @@
  * Queue pairs: creation (receive buffers posted as one list, or the SRQ),
  * the ring of send slots with selective signaling, posting sends, RDMA
  * reads, writes and atomics, and flush, which gives receive buffers back
- * and rings the doorbell. What the CM gives a QP is qpattr.c's. What completes is cq.c's; what ends a QP is ep.c's.
+ * and rings the doorbell. What the CM gives a QP is qpattr.c's, what
+ * completes is cq.c's, what ends a QP is ep.c's.
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -180,8 +180,8 @@ struct rmx_tp_conn {
   struct ibv_send_wr *chain, *chain_last; /* built, not yet posted */
   rmx_list_t flush_link;   /* in tp->unflushed while chain is non-empty */
   uint32_t max_inline;
-  uint8_t *bounce;         /* sq_depth * VB_BOUNCE: in rx_mr, except on the SRQ where
-                              every copied send is inlined */
+  uint8_t *bounce;         /* sq_depth * VB_BOUNCE: in rx_mr, except where the QP
+                              inlines a whole one (every copied send is inlined) */
   uint8_t *atomics;        /* sq_depth * 8, in rx_mr: atomics' results */
   uint64_t max_msg;        /* largest single RDMA operation */
 
