@@ -121,6 +121,12 @@ static void nofile_raise(rmx_ctx_t *ctx)
 }
 
 static void conn_freed(rmx_ctx_t *ctx);
+/* A connection is being freed: the layers that point at it let go. */
+static void conn_gone(rmx_conn_t *c)
+{
+  rmx__xfer_conn_gone(c);
+  rmx__names_conn_gone(c);
+}
 
 int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *cfg)
 {
@@ -191,11 +197,13 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
     .conn_retry = rmx__reconnect_lost,
     .rma_progress = rmx__rma_progress, .reads_resume = rmx__msg_reads_resume,
     .rpc_deliver = rmx__rpc_deliver, .rpc_due = rmx__rpc_due,
+    .notify_deliver = rmx__notify_deliver, .conn_gone = conn_gone,
   };
   ctx->opc[RMX_OP_EAGER] = ctx->opc[RMX_OP_RNDV] = &rmx__send_class;
   ctx->opc[RMX_OP_CTRL] = &rmx__ctrl_class;
   ctx->opc[RMX_OP_RX] = &rmx__rx_class;
   ctx->opc[RMX_OP_RMA] = ctx->opc[RMX_OP_RMA_IMM] = &rmx__rma_class;
+  ctx->opc[RMX_OP_XFER] = &rmx__xfer_class;
   ctx->tp_env = (rmx_tp_env_t){.loop = ctx->loop, .cfg = &ctx->cfg,
                                .log_level = ctx->cfg.log_level, .log = rmx__log,
                                .event = rmx__tp_event, .recv = rmx__tp_recv,
@@ -316,6 +324,7 @@ static void ctx_free(rmx_ctx_t *ctx)
 {
   rmx_list_t *n;
   rmx__rpc_ctx_fini(ctx);
+  rmx__names_ctx_fini(ctx);
   while ((n = rmx_list_pop(&ctx->free_ops)) != NULL)
     free(rmx_container_of(n, rmx__op_t, link));
   while ((n = rmx_list_pop(&ctx->free_rma)) != NULL)
@@ -403,7 +412,7 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
     return RMX_EINVAL;
   if (ctx->dying)
     return RMX_EALREADY;
-  if (!rmx_list_empty(&ctx->listeners) || ctx->nmems)
+  if (!rmx_list_empty(&ctx->listeners) || ctx->nmems || ctx->nxfers)
     return RMX_EBUSY;
   if (ctx->owns_loop && !ctx->running && ctx->in_cb) {
     /* The application runs the private loop itself and calls from inside

@@ -7,7 +7,8 @@
  * last of them has, with the first error any of them saw. Operations wait in the connection's rmaq while the
  * send queue is full. A write-with-immediate uses one of the peer's receive
  * buffers, so it waits for credits in the sendq like a message, which also
- * keeps its place in the message order.
+ * keeps its place in the message order. Transfer requests (src/xfer/) wait
+ * in the same rmaq, posting through their own class.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +102,7 @@ void rmx__rma_progress(rmx_conn_t *c)
   rmx_list_t *n;
   while ((n = c->rmaq.next) != &c->rmaq) {
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);
-    int rc = rma_post(c, op);
+    int rc = c->ctx->opc[op->kind]->post(c, op); /* rma_post, or a transfer request's */
     if (rc == RMX_EAGAIN)
       return;
     if (rc) { /* stays queued; fails with the connection */

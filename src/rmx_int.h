@@ -97,6 +97,7 @@ typedef enum {
   RMX_OP_RX,     /* an inbound message waiting for in-order delivery */
   RMX_OP_RMA,    /* a user one-sided operation (read, write, atomic) */
   RMX_OP_RMA_IMM, /* a user write-with-immediate: spends a credit, in sendq */
+  RMX_OP_XFER,   /* a posted transfer request (src/xfer/): op->arg is the rmx_xfer_t */
 } rmx__op_kind_t;
 
 /* ---- registrations ---- */
@@ -225,7 +226,7 @@ typedef struct rmx__op_class {
    * messages); 0, RMX_EAGAIN (later), or an error that ends the connection. */
   int (*post)(rmx_conn_t *c, rmx__op_t *op);
 } rmx__op_class_t;
-#define RMX_OP_KINDS 6
+#define RMX_OP_KINDS 7
 
 /*
  * Upcalls: what lower core layers call in the layers above them. Installed
@@ -256,6 +257,11 @@ typedef struct rmx__upcalls {
   /* The fast path: end the RPC deadlines that are due (ctx->deadlines not
    * empty; reads the clock). */
   void (*rpc_due)(rmx_ctx_t *ctx);               /* rpc.c */
+  /* recv.c: a notification (DATA with RMX_FF_NOTIFY), in order; 1 when it
+   * is kept and its credit returned later. */
+  int (*notify_deliver)(rmx_conn_t *c, const void *data, size_t len); /* xfer/notify.c */
+  /* conn.c, freeing c after its on_closed: what points at it lets go. */
+  void (*conn_gone)(rmx_conn_t *c);              /* xfer/xfer.c */
 } rmx__upcalls_t;
 
 /* ---- objects ---- */
@@ -382,6 +388,9 @@ struct rmx_conn {
   rmx_list_t reqq;      /* RPC requests waiting for a handler slot */
   rmx_list_t reqs_out;  /* RPC requests with their handlers, not yet answered */
   rmx_list_t grants;    /* rmx__grant_t: keys packed for this peer alone */
+  rmx_list_t xfers;     /* rmx_xfer_t prepared on it (src/xfer/xfer.c) */
+  rmx_list_t notifq;    /* notifications kept for rmx_notify_take (src/xfer/notify.c) */
+  struct rmx__names_conn *names; /* names looked up on it (src/mem/names.c), or NULL */
   rmx_list_t calls[RMX_CALL_BUCKETS]; /* our RPC calls by id */
   uint32_t rpc_out, rpc_in;
   uint64_t rpc_held_bytes; /* requests waiting for a handler slot, copied */
@@ -428,6 +437,8 @@ struct rmx_ctx {
   int torn_down;
   uint32_t nmems;  /* user registrations not yet released */
   uint64_t mem_reg_bytes; /* their bytes */
+  uint32_t nxfers; /* transfer requests not yet released */
+  struct rmx__names *names; /* published registrations (src/mem/names.c), or NULL */
   uint64_t nconns; /* on ctx->conns (rmx_ctx_stats) */
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
@@ -567,34 +578,7 @@ void rmx__mem_conn_gone(rmx_conn_t *c);
 int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_mem_t *given,
                    rmx_tp_mem_t **mem, rmx__rc_entry_t **cached);
 
-/* ---- peer authentication (src/conn/auth.c) ---- */
-#define RMX_AUTH_HELLO_MAX RMX_WIRE_HELLO_AUTH_ACCEPT_LEN /* longest hello we send */
-/* RMX_AUTH_SECRET_FILE into cfg->auth_secret: 0 or RMX_EINVAL (logged). */
-int rmx__auth_config(rmx_config_t *cfg);
-/* Derive the key from ctx->cfg.auth_secret and wipe the copy: 0, RMX_EINVAL,
- * RMX_ENOTSUP (built without libsodium). */
-int rmx__auth_ctx_init(rmx_ctx_t *ctx);
-void rmx__auth_ctx_timer(rmx_ctx_t *ctx); /* the deadline timer, on the context's loop */
-void rmx__auth_ctx_fini(rmx_ctx_t *ctx);  /* wipe the key */
-/* Connecting: extend our 32-byte hello in out; returns its length. */
-size_t rmx__auth_hello(rmx_conn_t *c, uint8_t out[RMX_AUTH_HELLO_MAX]);
-/* Accepting: check the peer's hello against our policy and extend ours in
- * out (*len grows): 0, RMX_EACCES or RMX_EPROTO (logged). */
-int rmx__auth_accept(rmx_conn_t *c, rmx_listener_t *l, const uint8_t *peer, size_t plen,
-                     const rmx_wire_hello_t *h, uint8_t out[RMX_AUTH_HELLO_MAX], size_t *len);
-/* Connecting, the server's hello arrived: 0 (no authentication), 1 (its
- * proof is good: call rmx__auth_begin after rmx__msg_init), or RMX_EACCES
- * (logged). */
-int rmx__auth_check_server(rmx_conn_t *c, const rmx_wire_hello_t *h, const uint8_t *data,
-                           size_t len);
-/* Both sides: enter RMX_CS_AUTH (the client sends AUTH). */
-void rmx__auth_begin(rmx_conn_t *c);
-/* A frame arrived in RMX_CS_AUTH: 1 when the peer is authenticated now
- * (the caller hands the connection over: rmx__conn_ready). */
-int rmx__auth_recv(rmx_conn_t *c, const void *frame, size_t len);
-/* A refusal in RMX_CS_AUTH for something other than a frame (logged). */
-void rmx__auth_refuse(rmx_conn_t *c, const char *why);
-/* The connection leaves RMX_CS_AUTH's deadline list (any outcome). */
-void rmx__auth_end(rmx_conn_t *c);
+#include "conn/auth.h" /* peer authentication */
+#include "xfer/xfer.h" /* transfer requests, notifications */
 
 #endif

@@ -103,6 +103,7 @@ typedef enum {
   RMX_ENOENT = -ENOENT,         /**< no such entry (an unknown id) */
   RMX_EIO = -EIO,               /**< a transport or device error without a closer code */
   RMX_EMFILE = -EMFILE,         /**< out of file descriptors (RLIMIT_NOFILE, ulimit -n) */
+  RMX_EINPROGRESS = -EINPROGRESS, /**< still under way (rmx_xfer_status()) */
   RMX_EVERSION = -4001,         /**< the peer speaks another rmx protocol version */
   RMX_ENORESOLVE = -4002,       /**< the host name did not resolve */
   RMX_EMEMLOCK = -4003,         /**< memory could not be pinned: the locked-memory limit
@@ -169,6 +170,8 @@ typedef struct rmx_conn_cbs {
   rmx_recv_cb on_recv;             /**< messages; NULL drops them (logged) */
   rmx_disconnect_cb on_disconnect; /**< peer loss; may be NULL */
   rmx_imm_cb on_imm;               /**< write-with-immediate; NULL drops them */
+  rmx_recv_cb on_notify; /**< a transfer's notification (rmx_xfer_post()), once its
+                              bytes are in place; NULL: kept for rmx_notify_take() */
 } rmx_conn_cbs_t;
 /**@}*/
 
@@ -575,6 +578,7 @@ RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on
 /**@}*/
 
 #include <rmx/rmx_ops.h>   /* one-sided RDMA and RPC */
+#include <rmx/rmx_xfer.h>  /* transfer requests, notifications, memory by name */
 #include <rmx/rmx_stats.h> /* rmx_ctx_stats */
 #include <rmx/rmx_group.h> /* one address, several contexts */
 

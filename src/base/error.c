@@ -29,6 +29,7 @@
   X(ENOENT, "no such entry")                                                  \
   X(EIO, "I/O error")                                                         \
   X(EMFILE, "out of file descriptors: raise the descriptor limit (ulimit -n)") \
+  X(EINPROGRESS, "still under way")                                           \
   X(EVERSION, "peer speaks another rmx protocol version")                     \
   X(ENORESOLVE, "host name did not resolve")                                  \
   X(EMEMLOCK, "cannot pin memory: raise the locked-memory limit (ulimit -l)") \

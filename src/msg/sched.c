@@ -8,7 +8,7 @@
 
 #include "rmx_int.h"
 
-#define EXT_LEN(op) ((op)->rpc_flag ? RMX_WIRE_RPC_LEN : 0)
+#define EXT_LEN(op) ((op)->rpc_flag & RMX_FF_RPC ? RMX_WIRE_RPC_LEN : 0)
 
 void rmx__msg_init(rmx_conn_t *c, const rmx_wire_hello_t *peer)
 {

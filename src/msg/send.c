@@ -28,6 +28,16 @@ void rmx__op_unreg(rmx_conn_t *c, rmx__op_t *op)
   op->mem = NULL;
 }
 
+/* Flag an encoded DATA frame: an RPC extension written at ext, or a
+ * notification (which has none). */
+static void frame_flag(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc)
+{
+  if (flag == RMX_FF_NOTIFY)
+    rmx__wire_notify_mark(hdr);
+  else if (flag)
+    rmx__wire_rpc_add(hdr, flag, ext, rpc);
+}
+
 /* Complete a user send exactly once and release what it held. */
 static void user_done(rmx__op_t *op, int status)
 {
@@ -63,10 +73,9 @@ static int send_narrow(rmx_conn_t *c, const void *data, size_t len, uint8_t rpc_
                        const rmx_wire_rpc_t *rpc)
 {
   uint8_t hdr[RMX_WIRE_HDR_LEN + RMX_WIRE_RPC_LEN];
-  size_t hlen = RMX_WIRE_HDR_LEN + (rpc_flag ? RMX_WIRE_RPC_LEN : 0);
+  size_t hlen = RMX_WIRE_HDR_LEN + (rpc_flag & RMX_FF_RPC ? RMX_WIRE_RPC_LEN : 0);
   rmx__wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
-  if (rpc_flag)
-    rmx__wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
+  frame_flag(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
   uint16_t returned = rmx__credit_take(&c->cr);
   rmx__wire_set_credits(hdr, returned);
   rmx_tp_sge_t sge[2] = {{hdr, hlen, NULL}, {data, len, NULL}};
@@ -94,13 +103,14 @@ static int narrow_ok(const rmx_conn_t *c, size_t frame_len)
          rmx_list_empty(&c->sendq) && rmx_list_empty(&c->ctrlq) && rmx_list_empty(&c->rmaq);
 }
 
-/* Send a message, or an RPC request/reply (rpc_flag, rpc). *rndv (may be
- * NULL) tells whether it went by rendezvous. */
+/* Send a message, an RPC request/reply (rpc_flag, rpc), or a notification
+ * (rpc_flag RMX_FF_NOTIFY: the caller keeps it within the eager size). *rndv
+ * (may be NULL) tells whether it went by rendezvous. */
 int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, uint8_t rpc_flag,
                   const rmx_wire_rpc_t *rpc, rmx_send_cb cb, void *arg, int *rndv)
 {
   rmx__op_t *op;
-  size_t ext = rpc_flag ? RMX_WIRE_RPC_LEN : 0;
+  size_t ext = rpc_flag & RMX_FF_RPC ? RMX_WIRE_RPC_LEN : 0;
   int rc;
 
   if (!c || (!data && len))
@@ -137,8 +147,7 @@ int rmx__msg_send(rmx_conn_t *c, const void *data, size_t len, rmx_buf_t *ubuf, 
     if (!ubuf && len)
       memcpy(hdr + RMX_WIRE_HDR_LEN + ext, data, len);
     rmx__wire_hdr_encode(hdr, RMX_FR_DATA, 0, (uint32_t)len);
-    if (rpc_flag)
-      rmx__wire_rpc_add(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
+    frame_flag(hdr, rpc_flag, hdr + RMX_WIRE_HDR_LEN, rpc);
     c->st.eager_sent++;
   } else {
     op = rmx__op_get(c->ctx, c, RMX_OP_RNDV);

@@ -109,7 +109,12 @@ int rmx__wire_decode(const void *buf, size_t len, rmx_frame_t *f, const char **w
     return RMX_EPROTO;
   }
   size_t ext = 0;
-  if (f->flags) {
+  if (f->flags == RMX_FF_NOTIFY) {
+    if (f->type != RMX_FR_DATA) {
+      *why = "a notification flag on a frame other than DATA";
+      return RMX_EPROTO;
+    }
+  } else if (f->flags) {
     if ((f->flags != RMX_FF_RPC_REQ && f->flags != RMX_FF_RPC_REP) ||
         (f->type != RMX_FR_DATA && f->type != RMX_FR_RTS)) {
       *why = "unknown frame flags";

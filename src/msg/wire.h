@@ -12,8 +12,9 @@
 #include "base/bytes.h"
 
 #define RMX_WIRE_MAGIC 0x31584d52u /* "RMX1" read as little-endian */
-#define RMX_WIRE_VERSION 3 /* 2: the hello announces a silence limit (keepalive); 3: TCP
-                             * carries a frame's header in the stream frame's */
+#define RMX_WIRE_VERSION 4 /* 2: the hello announces a silence limit (keepalive); 3: TCP
+                             * carries a frame's header in the stream frame's; 4: DATA
+                             * frames may carry RMX_FF_NOTIFY */
 #define RMX_WIRE_HELLO_LEN 32
 #define RMX_WIRE_HDR_LEN 8
 
@@ -28,9 +29,12 @@ enum rmx_frame_type {
   RMX_FR_TYPE_MAX_ = RMX_FR_AUTH_OK
 };
 
-/* Header flags: the frame carries an RPC extension (rmx_wire_rpc_t) right
- * after the header (DATA) or after the RTS body (RTS). */
-enum { RMX_FF_RPC_REQ = 1, RMX_FF_RPC_REP = 2 };
+/* Header flags, one at most: RPC_REQ and RPC_REP, the frame carries an RPC
+ * extension (rmx_wire_rpc_t) right after the header (DATA) or after the RTS
+ * body (RTS); NOTIFY (DATA only, no extension), the payload is a transfer
+ * request's notification. */
+enum { RMX_FF_RPC_REQ = 1, RMX_FF_RPC_REP = 2, RMX_FF_NOTIFY = 4 };
+#define RMX_FF_RPC (RMX_FF_RPC_REQ | RMX_FF_RPC_REP)
 
 typedef struct rmx_wire_rpc {
   uint64_t call_id;
@@ -107,6 +111,8 @@ size_t rmx__wire_fin_encode(uint8_t *out, uint16_t credits, const rmx_wire_fin_t
  * (after the header for DATA, after the RTS body for RTS); the body length
  * grows by RMX_WIRE_RPC_LEN. */
 void rmx__wire_rpc_add(uint8_t *hdr, uint8_t flag, uint8_t *ext, const rmx_wire_rpc_t *rpc);
+/* Mark an encoded DATA frame as a notification. */
+static inline void rmx__wire_notify_mark(uint8_t *hdr) { hdr[1] = RMX_FF_NOTIFY; }
 /* Patch the credits field of an encoded header. */
 void rmx__wire_set_credits(uint8_t *hdr, uint16_t credits);
 

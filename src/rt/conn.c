@@ -25,6 +25,8 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi)
   c->ops = ctx->tp_ops[tpi];
   rmx_list_init(&c->ctrlq);
   rmx_list_init(&c->grants);
+  rmx_list_init(&c->xfers);
+  rmx_list_init(&c->notifq);
   rmx_list_init(&c->sendq);
   rmx_list_init(&c->rndv_wait);
   rmx_list_init(&c->rxq);
@@ -133,6 +135,7 @@ static void deferred_free(rmx__deferred_t *d)
   c->freeing = 1; /* on_closed may destroy the context: not again */
   if (c->on_closed)
     c->on_closed(c, c->close_arg);
+  ctx->up.conn_gone(c);
   rmx_list_del(&c->ka.evict_link); /* its listener's eviction order, before the unref */
   if (c->from) {
     c->from->nconns--;

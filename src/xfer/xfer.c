@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Transfer requests: many (local, remote, length) entries, all reads or all
+ * writes, posted to one connection as one operation with one completion.
+ *
+ * Preparing does everything that does not change between posts: checks
+ * the keys and ranges, merges entries contiguous on both sides into
+ * segments, and resolves each segment's local registration (holding the
+ * cache's entry). Posting then only walks the segments: one op in the
+ * connection's rmaq posts parts of at most the connection's io_max while
+ * the send ring and the peer's window have room, and the transport reports
+ * each part, in the order posted, against that op. The first part that
+ * fails stops the posting; the request ends once every posted part is
+ * reported. A write request with a notification sends it as a message
+ * (RMX_FF_NOTIFY) after every part has been reported in place, so the
+ * target sees it only after the bytes, on any transport (docs/transfer.md).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmx_int.h"
+
+typedef struct xseg {
+  uint8_t *laddr;
+  uint64_t raddr, rkey;
+  size_t len;
+  size_t entry;       /* the first entry it covers */
+  rmx_tp_mem_t *lmem; /* its local registration (NULL where none is needed) */
+} xseg_t;
+
+struct rmx_xfer {
+  rmx_ctx_t *ctx;
+  rmx_conn_t *c;   /* NULL once the connection is freed */
+  rmx_list_t link; /* in c->xfers */
+  uint8_t kind;    /* RMX_TP_EV_READ / WRITE */
+  uint8_t busy;    /* posted, not ended */
+  uint8_t stop;    /* a part failed: post no more */
+  uint8_t queued;  /* op is in c->rmaq */
+  xseg_t *seg;
+  size_t nseg;
+  size_t *elen;    /* the entries' lengths, to name the one that failed */
+  size_t nent;
+  rmx__rc_entry_t **cached; /* per segment: the cache entry held, or NULL */
+  rmx__op_t *op;   /* while posted */
+  size_t most;     /* part size of this post */
+  size_t next_seg, next_off; /* what is posted next */
+  size_t rep_seg, rep_off;   /* the part reported next */
+  uint64_t posted, done;
+  int status;
+  size_t failed;
+  uint8_t *notify;
+  size_t notify_len, notify_cap;
+  rmx_xfer_cb cb;
+  void *arg;
+  rmx__deferred_t defer; /* a request with nothing to move still ends from the loop */
+};
+
+/* ---- ending ---- */
+
+static void finish(rmx_xfer_t *x, int status, size_t failed)
+{
+  x->busy = 0;
+  x->status = status;
+  x->failed = status ? failed : RMX_XFER_NO_ENTRY;
+  if (status && x->c)
+    x->c->st.errors++;
+  if (x->cb)
+    x->cb(x, status, x->failed, x->arg);
+}
+
+static void notify_sent(rmx_conn_t *c, int status, void *arg)
+{
+  (void)c;
+  finish(arg, status, RMX_XFER_NO_ENTRY);
+}
+
+/* Every posted part is reported: send the notification, or end. */
+static void parts_over(rmx_xfer_t *x)
+{
+  rmx_conn_t *c = x->c;
+  int status = x->status;
+  if (x->op) {
+    status = rmx__op_status(c, status);
+    rmx__op_put(x->op);
+    x->op = NULL;
+  }
+  if (status == 0 && x->notify_len) {
+    status = c ? rmx__msg_send(c, x->notify, x->notify_len, NULL, RMX_FF_NOTIFY, NULL,
+                               notify_sent, x, NULL)
+               : RMX_ENOTCONN;
+    if (status == 0)
+      return;
+    x->failed = RMX_XFER_NO_ENTRY;
+  }
+  finish(x, status, x->failed);
+}
+
+static void deferred_over(rmx__deferred_t *d)
+{
+  parts_over(rmx_container_of(d, rmx_xfer_t, defer));
+}
+
+/* The entry that holds byte off of segment s. */
+static size_t entry_at(const rmx_xfer_t *x, size_t s, size_t off)
+{
+  size_t e = x->seg[s].entry;
+  while (e + 1 < x->nent && off >= x->elen[e]) {
+    off -= x->elen[e];
+    e++;
+  }
+  return e;
+}
+
+/* ---- posting ---- */
+
+static int post_parts(rmx_conn_t *c, rmx__op_t *op)
+{
+  rmx_xfer_t *x = op->arg;
+  while (!x->stop && x->next_seg < x->nseg) {
+    if (c->rma_out >= c->rma_window)
+      return RMX_EAGAIN; /* after a completion */
+    xseg_t *s = &x->seg[x->next_seg];
+    size_t left = s->len - x->next_off;
+    size_t n = left < x->most ? left : x->most;
+    int rc = x->kind == RMX_TP_EV_READ
+                 ? c->ops->read(c->tc, s->laddr + x->next_off, n, s->lmem,
+                                s->raddr + x->next_off, s->rkey, op)
+                 : c->ops->write(c->tc, s->laddr + x->next_off, n, s->lmem,
+                                 s->raddr + x->next_off, s->rkey, NULL, op);
+    if (rc)
+      return rc; /* RMX_EAGAIN: the ring is full, again after a completion */
+    x->posted++;
+    c->rma_out++;
+    if ((x->next_off += n) == s->len) {
+      x->next_seg++;
+      x->next_off = 0;
+    }
+  }
+  x->queued = 0; /* rmx__rma_progress takes it off the rmaq */
+  return 0;
+}
+
+/* The transport reported one part (in the order they were posted). */
+static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
+{
+  rmx_xfer_t *x = op->arg;
+  if (status && !x->status) {
+    x->status = status;
+    x->failed = entry_at(x, x->rep_seg, x->rep_off);
+    x->stop = 1;
+  }
+  size_t left = x->seg[x->rep_seg].len - x->rep_off;
+  if (left > x->most) {
+    x->rep_off += x->most;
+  } else {
+    x->rep_seg++;
+    x->rep_off = 0;
+  }
+  if (++x->done == x->posted && (x->stop || x->next_seg == x->nseg)) {
+    if (x->queued) {
+      rmx_list_del(&op->link);
+      x->queued = 0;
+    }
+    parts_over(x);
+  }
+  /* A slot freed: what waited for room may go (also a drain before BYE). */
+  if (c->state == RMX_CS_ESTABLISHED || c->bye_wait)
+    rmx__msg_progress(c);
+}
+
+/* The connection is gone and every posted part was reported. */
+static void parts_fail(rmx__op_t *op, int status)
+{
+  rmx_xfer_t *x = op->arg;
+  x->queued = 0;
+  if (!x->status) {
+    x->status = status;
+    x->failed = RMX_XFER_NO_ENTRY;
+  }
+  parts_over(x);
+}
+
+const rmx__op_class_t rmx__xfer_class = {.done = part_done, .fail = parts_fail, .post = post_parts};
+
+/* ---- the calls ---- */
+
+static void xfer_free(rmx_xfer_t *x)
+{
+  for (size_t i = 0; x->cached && i < x->nseg; i++)
+    if (x->cached[i])
+      rmx__regcache_put(x->ctx, x->cached[i]);
+  if (x->c)
+    rmx_list_del(&x->link);
+  x->ctx->nxfers--;
+  free(x->seg);
+  free(x->elen);
+  free(x->cached);
+  free(x->notify);
+  free(x);
+}
+
+/* Check entry i and add it to the segments, merged with the last where both
+ * sides continue it. */
+static int add_entry(rmx_xfer_t *x, rmx_mem_t **segmem, const rmx_xfer_entry_t *e, size_t i,
+                     unsigned need)
+{
+  rmx_conn_t *c = x->c;
+  const rmx_rkey_t *rk = e->rkey;
+  x->elen[i] = e->len;
+  if ((!e->addr && e->len) || !rk || rk->tpi != c->tpi)
+    return RMX_EINVAL;
+  if (!(rk->access & need) || e->offset > rk->len || e->len > rk->len - e->offset) {
+    RMX_LOG(c->ctx, DEBUG, "transfer entry %zu: %s", i,
+            !(rk->access & need) ? "the key lacks the right" : "the range leaves the region");
+    return RMX_EACCES;
+  }
+  if (!e->len)
+    return 0;
+  uint8_t *laddr = e->addr;
+  uint64_t raddr = rk->base + e->offset;
+  xseg_t *p = x->nseg ? &x->seg[x->nseg - 1] : NULL;
+  if (p && p->laddr + p->len == laddr && p->raddr + p->len == raddr && p->rkey == rk->key &&
+      segmem[x->nseg - 1] == e->mem) {
+    p->len += e->len;
+    return 0;
+  }
+  segmem[x->nseg] = e->mem;
+  x->seg[x->nseg++] = (xseg_t){.laddr = laddr, .raddr = raddr, .rkey = rk->key, .len = e->len,
+                               .entry = i};
+  return 0;
+}
+
+int rmx_xfer_prep(rmx_conn_t *c, rmx_xfer_op_t op, const rmx_xfer_entry_t *e, size_t n,
+                  rmx_xfer_t **out)
+{
+  if (!c || !e || !out || n < 1 || n > RMX_XFER_MAX_ENTRIES ||
+      (op != RMX_XFER_WRITE && op != RMX_XFER_READ))
+    return RMX_EINVAL;
+  if (c->state != RMX_CS_ESTABLISHED)
+    return RMX_ENOTCONN;
+  rmx_xfer_t *x = calloc(1, sizeof(*x));
+  rmx_mem_t **segmem = malloc(n * sizeof(*segmem));
+  if (x) {
+    x->seg = malloc(n * sizeof(*x->seg));
+    x->elen = malloc(n * sizeof(*x->elen));
+  }
+  if (!x || !segmem || !x->seg || !x->elen) {
+    if (x) {
+      free(x->seg);
+      free(x->elen);
+    }
+    free(x);
+    free(segmem);
+    return RMX_ENOMEM;
+  }
+  x->ctx = c->ctx;
+  x->c = c;
+  x->kind = op == RMX_XFER_READ ? RMX_TP_EV_READ : RMX_TP_EV_WRITE;
+  x->nent = n;
+  x->status = 0;
+  x->failed = RMX_XFER_NO_ENTRY;
+  rmx_list_init(&x->defer.link);
+  x->defer.fn = deferred_over;
+  rmx_list_push(&c->xfers, &x->link);
+  c->ctx->nxfers++;
+  unsigned need = op == RMX_XFER_READ ? RMX_MEM_REMOTE_READ : RMX_MEM_REMOTE_WRITE;
+  int rc = 0;
+  for (size_t i = 0; i < n && !rc; i++)
+    rc = add_entry(x, segmem, &e[i], i, need);
+  if (!rc && x->nseg && !(x->cached = calloc(x->nseg, sizeof(*x->cached))))
+    rc = RMX_ENOMEM;
+  unsigned acc = op == RMX_XFER_READ ? RMX_TP_ACC_LOCAL : 0;
+  for (size_t i = 0; i < x->nseg && !rc; i++)
+    rc = rmx__mem_local(c, x->seg[i].laddr, x->seg[i].len, acc, segmem[i], &x->seg[i].lmem,
+                        &x->cached[i]);
+  free(segmem);
+  if (rc) {
+    xfer_free(x);
+    return rc;
+  }
+  *out = x;
+  return 0;
+}
+
+int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer_cb cb,
+                  void *arg)
+{
+  if (!x || (!notify && notify_len) || (notify && x->kind == RMX_TP_EV_READ))
+    return RMX_EINVAL;
+  if (x->busy)
+    return RMX_EBUSY;
+  rmx_conn_t *c = x->c;
+  if (!c || c->state != RMX_CS_ESTABLISHED)
+    return RMX_ENOTCONN;
+  if (notify && notify_len > c->eager_max)
+    return RMX_EMSGSIZE;
+  if (notify_len > x->notify_cap) {
+    uint8_t *p = realloc(x->notify, notify_len);
+    if (!p)
+      return RMX_ENOMEM;
+    x->notify = p;
+    x->notify_cap = notify_len;
+  }
+  x->op = NULL;
+  if (x->nseg && !(x->op = rmx__op_get(c->ctx, c, RMX_OP_XFER)))
+    return RMX_ENOMEM;
+  if (notify_len)
+    memcpy(x->notify, notify, notify_len);
+  x->notify_len = notify_len;
+  x->busy = 1;
+  x->stop = 0;
+  x->status = 0;
+  x->failed = RMX_XFER_NO_ENTRY;
+  x->cb = cb;
+  x->arg = arg;
+  x->next_seg = x->next_off = x->rep_seg = x->rep_off = 0;
+  x->posted = x->done = 0;
+  x->most = c->ops->max_io;
+  if (c->ops->io_max && c->ops->io_max(c->tc) < x->most)
+    x->most = c->ops->io_max(c->tc);
+  if (!x->op) { /* nothing to move: only the notification, if any */
+    rmx__defer(c->ctx, &x->defer);
+    return 0;
+  }
+  x->op->arg = x;
+  x->queued = 1;
+  rmx_list_push(&c->rmaq, &x->op->link);
+  rmx__msg_progress(c);
+  return 0;
+}
+
+int rmx_xfer_status(const rmx_xfer_t *x, size_t *failed)
+{
+  if (!x)
+    return RMX_EINVAL;
+  if (failed)
+    *failed = x->busy ? RMX_XFER_NO_ENTRY : x->failed;
+  return x->busy ? RMX_EINPROGRESS : x->status;
+}
+
+int rmx_xfer_release(rmx_xfer_t *x)
+{
+  if (!x)
+    return 0;
+  if (x->busy)
+    return RMX_EBUSY;
+  xfer_free(x);
+  return 0;
+}
+
+rmx_conn_t *rmx_xfer_conn(const rmx_xfer_t *x) { return x ? x->c : NULL; }
+
+void rmx__xfer_conn_gone(rmx_conn_t *c)
+{
+  rmx_list_t *n;
+  while ((n = rmx_list_pop(&c->xfers)) != NULL) {
+    rmx_xfer_t *x = rmx_container_of(n, rmx_xfer_t, link);
+    rmx_list_init(&x->link);
+    x->c = NULL;
+  }
+  rmx__notify_conn_gone(c);
+}
