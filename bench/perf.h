@@ -61,5 +61,7 @@ void perf_report(int json, const perf_result_t *r);
  * Returns 0, 1 when it could not serve, or 2 when the library refused the
  * URI (a usage error). */
 int perf_server(rmx_ctx_t *ctx, const char *uri);
+/* Run the context's loop until SIGTERM or SIGINT (both servers). */
+void perf_run_until_signal(rmx_ctx_t *ctx);
 
 #endif

@@ -173,14 +173,27 @@ static void srv_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
   rmx_conn_set_cbs(c, &cbs, s);
 }
 
-static void on_signal(uv_signal_t *h, int signum) { rmx_ctx_stop(ctx); }
+static void on_signal(uv_signal_t *h, int signum) { rmx_ctx_stop(h->data); }
+
+void perf_run_until_signal(rmx_ctx_t *c)
+{
+  static uv_signal_t sig[2]; /* closed as the context ends, after this returns */
+  for (int i = 0; i < 2; i++) {
+    uv_signal_init(rmx_ctx_loop(c), &sig[i]);
+    sig[i].data = c;
+    uv_signal_start(&sig[i], on_signal, i ? SIGINT : SIGTERM);
+    uv_unref((uv_handle_t *)&sig[i]);
+  }
+  rmx_ctx_run(c);
+  for (int i = 0; i < 2; i++)
+    uv_close((uv_handle_t *)&sig[i], NULL);
+}
 
 int perf_server(rmx_ctx_t *c, const char *uri)
 {
   ctx = c;
   rmx_listener_t *l;
   char bound[128];
-  static uv_signal_t sig[2]; /* closed as the context ends, after this returns */
   int rc = rmx_rpc_register(ctx, H_ECHO, srv_echo, NULL);
   if (rc == 0)
     rc = rmx_rpc_register(ctx, H_CTL, srv_ctl, NULL);
@@ -199,14 +212,7 @@ int perf_server(rmx_ctx_t *c, const char *uri)
   }
   printf("listening on %s\n", bound);
   fflush(stdout);
-  for (int i = 0; i < 2; i++) {
-    uv_signal_init(rmx_ctx_loop(ctx), &sig[i]);
-    uv_signal_start(&sig[i], on_signal, i ? SIGINT : SIGTERM);
-    uv_unref((uv_handle_t *)&sig[i]);
-  }
-  rmx_ctx_run(ctx);
-  for (int i = 0; i < 2; i++)
-    uv_close((uv_handle_t *)&sig[i], NULL);
+  perf_run_until_signal(ctx);
   rmx_listener_close(l);
   return 0;
 }

@@ -15,7 +15,7 @@ endif()
 if(TARGET rmx-info)
   # The tools (README's Tools section) find the library next to them
   # wherever the prefix goes.
-  set(RMX_TOOLS rmx-info rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed)
+  set(RMX_TOOLS rmx-info rmx-echo rmx-perf rmx-xfer rmx-kv rmx-bulk-copy rmx-embed)
   set_target_properties(${RMX_TOOLS} PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
   install(TARGETS ${RMX_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

@@ -25,7 +25,7 @@ cleanup() {
 trap cleanup EXIT
 say() { echo "tools: $*"; bad=1; }
 u=tcp://127.0.0.1:1 # nothing listens there: connecting is refused
-tools="rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed rmx-spin rmx-conns rmx-percore"
+tools="rmx-echo rmx-perf rmx-xfer rmx-kv rmx-bulk-copy rmx-embed rmx-spin rmx-conns rmx-percore"
 version=$(sed -n 's/^#define RMX_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' \
           "$src/include/rmx/rmx.h" | paste -sd.)
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || say "no version found in include/rmx/rmx.h"
@@ -77,6 +77,12 @@ refuse rmx-echo client "$u" 5 ' 12'
 refuse rmx-echo client "$u" 1 2 3
 refuse rmx-echo server "$u" extra
 refuse rmx-echo bogus "$u"
+refuse rmx-xfer
+refuse rmx-xfer client
+refuse rmx-xfer client "$u" --block 0
+refuse rmx-xfer client "$u" --op frob
+refuse rmx-xfer client "$u" --op read --notify
+refuse rmx-xfer server "$u" extra
 refuse rmx-perf
 refuse rmx-perf client
 refuse rmx-perf client "$u" -s 0

@@ -47,7 +47,7 @@ step "installed: $soname, $(nm -D --defined-only "$lib/librmx.so" | grep -c ' rm
 # prefix (its rpath finds the installed library, not the build's).
 version=$(sed -n 's/^#define RMX_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' \
           "$prefix/include/rmx/rmx.h" | paste -sd.)
-for t in rmx-info rmx-echo rmx-perf rmx-kv rmx-bulk-copy rmx-embed; do
+for t in rmx-info rmx-echo rmx-perf rmx-xfer rmx-kv rmx-bulk-copy rmx-embed; do
   [ -x "$prefix/bin/$t" ] || fail "$t not installed in $prefix/bin"
   found=$(env -u LD_LIBRARY_PATH ldd "$prefix/bin/$t" | sed -n "s/^\s*$soname => \(\S*\) .*/\1/p")
   [ -n "$found" ] && [ "$(realpath "$found")" = "$(realpath "$lib/$soname")" ] ||

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What rmx-xfer's parts share: the server's key message and control requests,
+ * the options of a run, and the entry points of the server (xfer_server.c),
+ * the client (rmx-xfer.c, xfer_client.c) and the registration-cost mode
+ * (xfer_reg.c). The byte pattern and the latency statistics are rmx-perf's
+ * (perf.h, perf_report.c).
+ */
+#ifndef RMX_XFER_BENCH_H
+#define RMX_XFER_BENCH_H
+
+#include <pthread.h>
+#include <rmx/rmx.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define XFER_KEY_MAGIC 0x594b5852u  /* "RXKY": the server's first message */
+#define XFER_NOTE_MAGIC 0x544e5852u /* "RXNT": a write request's notification */
+#define XFER_REPLY_MAGIC 0x50525852u /* "RXRP": the server's answer to a control request */
+enum { XCTL_FILL, XCTL_VERIFY, XCTL_NOTES };
+
+/* The first message on every connection: the region's length, then a key
+ * to it packed for that connection alone (rmx_mem_pack_for). */
+typedef struct xfer_key_hdr {
+  uint32_t magic, key_len;
+  uint64_t region_len;
+} xfer_key_hdr_t;
+
+/* A control request, in a message. FILL: [off, off + len) gets the pattern (arg 1) or
+ * its complement (arg 0); VERIFY: counts the bytes there that are not the
+ * pattern; NOTES: what this connection's notifications came to. */
+typedef struct xfer_ctl {
+  uint32_t cmd, arg;
+  uint64_t off, len;
+} xfer_ctl_t;
+
+typedef struct xfer_ctl_reply {
+  uint32_t magic;
+  int32_t status;   /* 0, or RMX_EINVAL: a range outside the region, an unknown request */
+  uint64_t a, b, c; /* VERIFY: checked, bad; NOTES: count, sum of seq, malformed */
+} xfer_ctl_reply_t;
+
+typedef struct xfer_note {
+  uint32_t magic, thread;
+  uint64_t seq;
+} xfer_note_t;
+
+typedef struct xfer_opts {
+  const char *uri;
+  uint64_t block, batch, inflight, total, seconds, threads, warmup, rails;
+  uint64_t size;          /* server region; reg: the largest size */
+  int op;                 /* RMX_XFER_WRITE or RMX_XFER_READ */
+  int notify, check, json, contig, cache, huge, verbs;
+} xfer_opts_t;
+
+/* One client thread: what it is given, and its results. */
+typedef struct xfer_thr_res {
+  const xfer_opts_t *o;
+  int id;
+  pthread_barrier_t *barrier; /* all threads: prepared; warmed up */
+  uint64_t requests, bytes, notes, checked, post_ticks, posts;
+  uint64_t misses_prep, misses_run, hits_run; /* registration cache, around the timed part */
+  uint64_t t0, t1;        /* perf_ticks() of its first post and its last completion */
+  double *lat;            /* us, one per timed request */
+  size_t nlat;
+  char transport[16];
+  int failed;
+} xfer_thr_res_t;
+
+int xfer_server(rmx_ctx_t *ctx, const char *uri, uint64_t size);
+int xfer_reg(const xfer_opts_t *o);
+/* One client thread (xfer_client.c): connect, prepare, warm up, run, check.
+ * arg is its xfer_thr_res_t; it waits twice on the barrier, whatever fails. */
+void *xfer_thread(void *arg);
+
+#endif
