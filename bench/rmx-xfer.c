@@ -176,6 +176,7 @@ static int client(void)
   if (O.warmup == UINT64_MAX)
     O.warmup = O.inflight;
   perf_clock_init();
+  O.ns_per_tick = perf_ns_per_tick;
   pthread_barrier_init(&bar, NULL, (unsigned)O.threads);
   for (uint64_t i = 0; i < O.threads; i++) {
     r[i] = (xfer_thr_res_t){.o = &O, .id = (int)i, .barrier = &bar};

@@ -51,6 +51,7 @@ typedef struct xfer_opts {
   uint64_t size;          /* server region; reg: the largest size */
   int op;                 /* RMX_XFER_WRITE or RMX_XFER_READ */
   int notify, check, json, contig, cache, huge, verbs;
+  double ns_per_tick;     /* perf_clock.h's calibration, made once for every thread */
 } xfer_opts_t;
 
 /* One client thread: what it is given, and its results. */

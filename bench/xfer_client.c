@@ -346,6 +346,7 @@ void *xfer_thread(void *arg)
 {
   xfer_thr_res_t *res = arg;
   thr_t T = {.o = res->o, .res = res, .id = res->id}, *t = &T;
+  perf_ns_per_tick = t->o->ns_per_tick; /* this file's copy of the clock's calibration */
   rmx_config_t cfg;
   int rc = rmx_config_init(&cfg);
   if (rc == 0) {
