@@ -137,7 +137,12 @@ static void on_disc(rmx_conn_t *c, int st, void *arg)
   fail(arg, "the server went away", st ? st : RMX_ECONNRESET);
 }
 
-static void on_closed(rmx_conn_t *c, void *arg) { ((thr_t *)arg)->closed = 1; }
+static void on_closed(rmx_conn_t *c, void *arg)
+{
+  thr_t *t = arg;
+  t->closed = 1;
+  rmx_ctx_stop(t->ctx); /* RMX_PROGRESS=poll: rmx_ctx_run spins until then */
+}
 
 static int ctl(thr_t *t, uint32_t cmd, uint32_t arg, uint64_t off, uint64_t len)
 {
