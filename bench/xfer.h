@@ -70,6 +70,12 @@ typedef struct xfer_thr_res {
 
 int xfer_server(rmx_ctx_t *ctx, const char *uri, uint64_t size);
 int xfer_reg(const xfer_opts_t *o);
+/* ibv_reg_mr beside it (xfer_ibv.c): open the first device's domain (0 or
+ * -1, always -1 without rdma-core), time one ibv_reg_mr and ibv_dereg_mr of
+ * p in ms (-1: failed), close. */
+int xfer_ibv_open(void);
+void xfer_ibv_cost(void *p, size_t len, double ns_per_tick, double *reg, double *dereg);
+void xfer_ibv_close(void);
 /* One client thread (xfer_client.c): connect, prepare, warm up, run, check.
  * arg is its xfer_thr_res_t; it waits twice on the barrier, whatever fails. */
 void *xfer_thread(void *arg);

@@ -27,9 +27,6 @@
 
 #include "perf_clock.h"
 #include "xfer.h"
-#if defined(RMX_XFER_VERBS)
-#include <infiniband/verbs.h>
-#endif
 
 #ifndef MAP_HUGE_2MB
 #define MAP_HUGE_2MB (21 << 26)
@@ -109,38 +106,6 @@ static void *map(size_t len, int kind)
   return p;
 }
 
-#if defined(RMX_XFER_VERBS)
-static struct ibv_context *vctx;
-static struct ibv_pd *vpd;
-
-static int verbs_open(void)
-{
-  int n = 0;
-  struct ibv_device **l = ibv_get_device_list(&n);
-  if (l && n > 0 && (vctx = ibv_open_device(l[0])) != NULL)
-    vpd = ibv_alloc_pd(vctx);
-  if (l)
-    ibv_free_device_list(l);
-  return vpd ? 0 : -1;
-}
-
-/* ibv_reg_mr and ibv_dereg_mr of p, in ms; -1 where it failed. */
-static void verbs_cost(void *p, size_t len, double *reg, double *dereg)
-{
-  uint64_t t0 = perf_ticks();
-  struct ibv_mr *mr = ibv_reg_mr(vpd, p, len, IBV_ACCESS_LOCAL_WRITE |
-                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-  *reg = ms_since(t0);
-  if (!mr) {
-    *reg = *dereg = -1;
-    return;
-  }
-  t0 = perf_ticks();
-  ibv_dereg_mr(mr);
-  *dereg = ms_since(t0);
-}
-#endif
-
 typedef struct row {
   double touch, reg, pack, use, dereg, vreg, vdereg;
 } row_t;
@@ -173,12 +138,8 @@ static int once(uint8_t *p, size_t len, row_t *r, int verbs)
   rmx_mem_dereg(m);
   r->dereg = ms_since(t0);
   r->vreg = r->vdereg = -1;
-#if defined(RMX_XFER_VERBS)
-  if (verbs && vpd)
-    verbs_cost(p, len, &r->vreg, &r->vdereg);
-#else
-  (void)verbs;
-#endif
+  if (verbs)
+    xfer_ibv_cost(p, len, perf_ns_per_tick, &r->vreg, &r->vdereg);
   return rc;
 }
 
@@ -272,13 +233,8 @@ int xfer_reg(const xfer_opts_t *o)
     return 1;
   }
   int verbs = 0;
-#if defined(RMX_XFER_VERBS)
-  if (o->verbs && !(verbs = verbs_open() == 0))
-    fprintf(stderr, "rmx-xfer reg: no verbs device for ibv_reg_mr\n");
-#else
-  if (o->verbs)
-    fprintf(stderr, "rmx-xfer reg: built without rdma-core: no ibv_reg_mr column\n");
-#endif
+  if (o->verbs && !(verbs = xfer_ibv_open() == 0))
+    fprintf(stderr, "rmx-xfer reg: no verbs device for ibv_reg_mr (or built without rdma-core)\n");
   if (!G.json)
     printf("# rmx-xfer reg over %s: ms, medians of 3; per GiB: reg + pack + use, dereg\n"
            "%-10s %6s %9s %9s %8s %8s %9s %11s %11s %9s %9s\n", rmx_conn_transport(G.cli),
@@ -316,12 +272,7 @@ int xfer_reg(const xfer_opts_t *o)
       munmap(p, len);
     }
   }
-#if defined(RMX_XFER_VERBS)
-  if (vpd)
-    ibv_dealloc_pd(vpd);
-  if (vctx)
-    ibv_close_device(vctx);
-#endif
+  xfer_ibv_close();
   fflush(stdout);
   G.closing = 2;
   rmx_conn_close(G.cli, on_closed, NULL);
