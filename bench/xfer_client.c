@@ -327,17 +327,19 @@ static void notes(thr_t *t)
   }
 }
 
+/* The connection first: after a failure requests may still be posted, and
+ * they end (with an error, calling on_done) before it is closed. */
 static void teardown(thr_t *t)
 {
-  for (uint64_t r = 0; t->req && r < t->o->inflight; r++)
-    if (t->req[r].x)
-      rmx_xfer_release(t->req[r].x);
-  free(t->req);
-  if (t->rk)
-    rmx_rkey_release(t->rk);
   if (t->c && rmx_conn_close(t->c, on_closed, t) == 0)
     while (!t->closed && rmx_ctx_run(t->ctx) >= 0 && !t->closed)
       ;
+  for (uint64_t r = 0; t->req && r < t->o->inflight; r++)
+    if (t->req[r].x && rmx_xfer_release(t->req[r].x) != 0)
+      fail(t, "a request still posted after its connection closed", RMX_EBUSY);
+  free(t->req);
+  if (t->rk)
+    rmx_rkey_release(t->rk);
   if (t->mem)
     rmx_mem_dereg(t->mem);
   if (t->buf)
