@@ -64,6 +64,14 @@ static size_t data_frame(uint8_t *f, const char *payload, uint8_t rpc_flag, uint
   return n + ext + plen;
 }
 
+/* A transfer request's notification: DATA flagged NOTIFY, no extension. */
+static size_t notify_frame(uint8_t *f, const char *payload)
+{
+  size_t n = data_frame(f, payload, 0, 0);
+  rmx__wire_notify_mark(f);
+  return n;
+}
+
 static size_t rts_frame(uint8_t *f, uint64_t size, uint8_t rpc_flag)
 {
   rmx_wire_rts_t r = {.id = 1, .addr = 0x7f0000001000, .size = size, .rkey = 0x1234};
@@ -85,6 +93,7 @@ static void frames(void)
   seed("fuzz_frame", "data", f, data_frame(f, "hello", 0, 0));
   seed("fuzz_frame", "data-rpc-req", f, data_frame(f, "ping", RMX_FF_RPC_REQ, 1));
   seed("fuzz_frame", "data-rpc-rep", f, data_frame(f, "pong", RMX_FF_RPC_REP, 0));
+  seed("fuzz_frame", "data-notify", f, notify_frame(f, "layer 3 in place"));
   seed("fuzz_frame", "rts", f, rts_frame(f, 100000, 0));
   seed("fuzz_frame", "rts-rpc", f, rts_frame(f, 100000, RMX_FF_RPC_REQ));
   rmx_wire_fin_t fin = {.id = 1, .status = RMX_EACCES};
@@ -311,6 +320,15 @@ static void sessions(void)
   sframe_rmx(&b, f, data_frame(f, "nobody", RMX_FF_RPC_REQ, 9));
   sframe_rmx(&b, f, rmx__wire_hdr_encode(f, RMX_FR_CREDIT, 1, 0));
   seed("fuzz_tcp_session", "msgs-rpc", b.p, b.n);
+
+  /* notifications between messages (kept: the harness sets no on_notify) */
+  b.n = 0;
+  put8(&b, 0);
+  sframe_rmx(&b, f, data_frame(f, "before", 0, 0));
+  sframe_rmx(&b, f, notify_frame(f, "blocks 0..127 in place"));
+  sframe_rmx(&b, f, notify_frame(f, ""));
+  sframe_rmx(&b, f, data_frame(f, "after", 0, 0));
+  seed("fuzz_tcp_session", "notify", b.p, b.n);
 
   /* a rendezvous: the server reads 100 bytes from us, read id 1 */
   b.n = 0;
