@@ -90,6 +90,7 @@ static void parts_over(rmx_xfer_t *x)
                : RMX_ENOTCONN;
     if (status == 0)
       return;
+    status = c ? rmx__op_status(c, status) : status; /* closed here: RMX_ECANCELED */
     x->failed = RMX_XFER_NO_ENTRY;
   }
   finish(x, status, x->failed);
