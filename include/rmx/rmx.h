@@ -581,6 +581,7 @@ RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on
 #include <rmx/rmx_xfer.h>  /* transfer requests, notifications, memory by name */
 #include <rmx/rmx_stats.h> /* rmx_ctx_stats */
 #include <rmx/rmx_group.h> /* one address, several contexts */
+#include <rmx/rmx_meta.h>  /* the metadata service (etcd) */
 
 #ifdef __cplusplus
 }
