@@ -10,7 +10,9 @@
  *      lease: the keepalive holds them), go after its lease (DELETE seen,
  *      find and resolve give RMX_ENOENT);
  *   5. close with requests in flight: every callback exactly once, with
- *      RMX_ECANCELED, before on_closed; a closed agent's entries go at once.
+ *      RMX_ECANCELED, before on_closed; a closed agent's entries go at once;
+ *   6. etcd killed: an open watch ends with an error, a request fails with
+ *      a connect error, close reports the revoke it could not make.
  * Waits are bounded; no duration is a pass criterion.
  *
  *   rmx-meta-test [etcd binary: RMX_TEST_ETCD]
@@ -461,6 +463,29 @@ static void case_close(rmx_meta_t *b)
   printf("meta: close with 9 requests in flight: each ended once, RMX_ECANCELED\n");
 }
 
+/* ---- 6. etcd killed under open handles ---- */
+
+static void case_etcd_killed(rmx_meta_t *a, rmx_meta_t *b)
+{
+  wrec_t w = {0};
+  rmx_meta_watch_t *wh;
+  if (rmx_meta_watch(b, NULL, on_watch, &w, &wh) != 0)
+    FAIL("watch");
+  until(&w.ready, 1, 10, "the watch in place");
+  kill(test_server_pid, SIGKILL);
+  waitpid(test_server_pid, NULL, 0);
+  until(&w.ends, 1, 15, "the watch's end with etcd gone");
+  if (w.end_status == 0 || w.end_status == RMX_ECANCELED)
+    FAIL("the watch ended with %s", rmx_err_name(w.end_status));
+  rec_t f = find(b, "alpha", "x");
+  if (f.status != RMX_ECONNREFUSED)
+    FAIL("find with etcd gone: %s", rmx_err_name(f.status));
+  close_ok(a, RMX_ECONNREFUSED);
+  close_ok(b, RMX_ECONNREFUSED);
+  printf("meta: etcd killed: the watch ended (%s), requests fail (%s)\n",
+         rmx_err_name(w.end_status), rmx_err_name(f.status));
+}
+
 int main(int argc, char **argv)
 {
   if (argc > 1)
@@ -491,8 +516,7 @@ int main(int argc, char **argv)
   case_entries(a, b);
   case_killed(b);
   case_close(b);
-  close_ok(a, 0);
-  close_ok(b, 0);
+  case_etcd_killed(a, b);
   if (rmx_ctx_destroy(ca) != 0 || rmx_ctx_destroy(cb_) != 0)
     FAIL("destroy");
   printf("meta: PASS\n");
