@@ -111,7 +111,7 @@ typedef void (*rmx_meta_watch_cb)(rmx_meta_watch_t *w, int kind, int status, con
  * @param prefix  where the entries live, e.g. "/rmx/" (NULL: "/rmx/");
  *        every agent that shares entries uses the same; copied
  * @param agent  this agent's name: 1 .. @ref RMX_META_AGENT_MAX - 1 bytes
- *        of printable ASCII without '/'; copied
+ *        of printable ASCII without spaces or '/'; copied
  * @param ttl_s  the lease, 2 .. 3600 seconds: how long an agent's entries
  *        outlive it when it dies without rmx_meta_close()
  * @param on_open  runs exactly once, from the loop: 0 (the lease is

@@ -70,18 +70,19 @@ char *rmx__b64_dec(const char *s, size_t *n)
   return out;
 }
 
-static int printable(const char *s, size_t max, int slash_ok)
+/* 1 .. max - 1 bytes from lo to '~'; agents (lo '!') without '/'. */
+static int printable(const char *s, size_t max, char lo, int slash_ok)
 {
   size_t n = 0;
   for (; s[n]; n++)
-    if (n + 1 >= max || s[n] < 0x21 || s[n] > 0x7e || (s[n] == '/' && !slash_ok))
+    if (n + 1 >= max || s[n] < lo || s[n] > 0x7e || (s[n] == '/' && !slash_ok))
       return 0;
   return n > 0;
 }
 
-int rmx__meta_agent_ok(const char *s) { return s && printable(s, RMX_META_AGENT_MAX, 0); }
+int rmx__meta_agent_ok(const char *s) { return s && printable(s, RMX_META_AGENT_MAX, '!', 0); }
 
-int rmx__meta_name_ok(const char *s) { return s && printable(s, RMX_NAME_MAX, 1); }
+int rmx__meta_name_ok(const char *s) { return s && printable(s, RMX_NAME_MAX, ' ', 1); }
 
 char *rmx__meta_key(const rmx_meta_t *m, const char *a, const char *b, const char *c,
                     const char *d)

@@ -332,8 +332,14 @@ rmx__meta_req_t *rmx__meta_req_new(rmx_meta_t *m, const char *path, const char *
 
 int rmx__meta_req_start(rmx__meta_req_t *r)
 {
-  if (!r->stream)
+  if (!r->stream) {
     curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long)META_TIMEOUT_MS);
+  } else {
+    /* No end to wait for: TCP keepalives find an etcd host that vanished. */
+    curl_easy_setopt(r->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(r->easy, CURLOPT_TCP_KEEPIDLE, 10L);
+    curl_easy_setopt(r->easy, CURLOPT_TCP_KEEPINTVL, 5L);
+  }
   if (curl_multi_add_handle(r->m->multi, r->easy) != CURLM_OK) {
     req_free(r);
     return RMX_ENOMEM;

@@ -89,8 +89,8 @@ void rmx__meta_cancel_all(rmx_meta_t *m);
 char *rmx__b64_enc(const void *p, size_t n);
 /* Decoded bytes plus a NUL, *n their count; NULL when not base64. */
 char *rmx__b64_dec(const char *s, size_t *n);
-/* An agent name is 1..RMX_META_AGENT_MAX-1 printable ASCII without '/';
- * a memory name as rmx_mem_publish's. */
+/* An agent name is 1..RMX_META_AGENT_MAX-1 printable ASCII without space
+ * or '/'; a memory name as rmx_mem_publish's (printable ASCII). */
 int rmx__meta_agent_ok(const char *s);
 int rmx__meta_name_ok(const char *s);
 /* "<prefix><a><b><c><d>" in a malloc'd string (b, c, d may be NULL). */

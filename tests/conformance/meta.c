@@ -209,11 +209,20 @@ static void case_unreachable(void)
   snprintf(bad, sizeof(bad), "http://127.0.0.1:%d", free_port());
   rmx_meta_t *m;
   rec_t o = {0}, rs = {0};
+  if (rmx_meta_open(ca, bad, NULL, "a/b", 5, on_done, &o, &m) != RMX_EINVAL ||
+      rmx_meta_open(ca, bad, NULL, "a b", 5, on_done, &o, &m) != RMX_EINVAL ||
+      rmx_meta_open(ca, bad, NULL, "alone", 1, on_done, &o, &m) != RMX_EINVAL ||
+      rmx_meta_open(ca, bad + 7, NULL, "alone", 5, on_done, &o, &m) != RMX_EINVAL ||
+      rmx_meta_open(ca, bad, "", "alone", 5, on_done, &o, &m) != RMX_EINVAL)
+    FAIL("open with a bad argument was taken");
   if (rmx_meta_open(ca, bad, NULL, "alone", 5, on_done, &o, &m) != 0)
     FAIL("open on a dead port");
   if (rmx_meta_resolve(m, "someone", on_resolve, &rs) != 0)
     FAIL("resolve on a dead port");
   until(&o.n, 1, 10, "open on a dead port");
+  if (rmx_meta_find(m, "someone", "", on_find, &rs) != RMX_EINVAL ||
+      rmx_meta_watch(m, "x/y", on_watch, NULL, NULL) != RMX_EINVAL)
+    FAIL("a request with a bad argument was taken");
   until(&rs.n, 1, 10, "resolve on a dead port");
   if (o.status != RMX_ECONNREFUSED && o.status != RMX_EHOSTUNREACH && o.status != RMX_ETIMEDOUT)
     FAIL("open on a dead port: %s", rmx_err_name(o.status));
