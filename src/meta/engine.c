@@ -307,7 +307,10 @@ rmx__meta_req_t *rmx__meta_req_new(rmx_meta_t *m, const char *path, const char *
   char *url = malloc(ulen);
   r->easy = curl_easy_init();
   r->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-  if (!url || !r->easy || !r->hdrs || !body) {
+  struct curl_slist *h = r->hdrs ? curl_slist_append(r->hdrs, "Expect:") : NULL;
+  if (h) /* no 100-continue round trip before a longer body */
+    r->hdrs = h;
+  if (!url || !r->easy || !h || !body) {
     free(url);
     req_free(r);
     return NULL;
