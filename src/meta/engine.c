@@ -147,6 +147,8 @@ static void check_done(rmx_meta_t *m)
     rmx__meta_req_t *r = NULL;
     CURLcode cc = msg->data.result;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+    if (r->ended)
+      continue; /* ended by a callback already (removing it drops its message too) */
     curl_multi_remove_handle(m->multi, r->easy);
     rmx_list_del(&r->link);
     r->ended = 1;

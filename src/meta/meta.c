@@ -29,9 +29,11 @@ static void ka_done(rmx__meta_req_t *r)
   json_object *o = rmx__meta_parse(r), *res;
   /* One answer of the stream: {"result": {"ID": .., "TTL": ..}}. */
   if (o && json_object_object_get_ex(o, "result", &res) && rmx__meta_int(res, "TTL", 0) <= 0) {
-    RMX_LOG_LIMITED(m->ctx, &m->rl, ERROR,
-                    "meta: etcd at %s: the lease of agent %s ran out: its entries are gone",
-                    m->endpoint, m->agent);
+    /* Once per handle: the keepalive stops here. */
+    RMX_LOG(m->ctx, ERROR,
+            "meta: etcd at %s: the lease of agent %s ran out: its entries are gone, writes "
+            "fail with RMX_ENOTCONN until the handle is opened again",
+            m->endpoint, m->agent);
     m->lease_lost = 1;
     uv_timer_stop(&m->ka_timer);
   }
