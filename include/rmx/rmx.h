@@ -277,8 +277,9 @@ RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
  *   nothing else is active on the loop).
  * In every case the context must not be used after the call.
  * @param ctx  the context; NULL gives @ref RMX_EINVAL
- * @return 0, @ref RMX_EBUSY while a listener, connection or registration is open,
- *         @ref RMX_EALREADY when destruction already began.
+ * @return 0, @ref RMX_EBUSY while a listener, connection, registration or
+ *         metadata handle (until its on_closed) is open, @ref RMX_EALREADY
+ *         when destruction already began.
  */
 RMX_API int rmx_ctx_destroy(rmx_ctx_t *ctx);
 /**
