@@ -20,6 +20,67 @@
 
 /* ---- the lease ---- */
 
+static int kv_req(rmx_meta_t *m, const char *path, const char *what, char *key, const char *val,
+                  int leased, void (*done)(rmx__meta_req_t *), void *cb, void *arg);
+static void cb_done(rmx__meta_req_t *r);
+static void ka_tick(uv_timer_t *t);
+
+/* The lease is in place: keep it alive every third of its TTL. */
+static void lease_held(rmx_meta_t *m, int64_t id)
+{
+  uint64_t every = m->ttl_s * 1000u / 3;
+  m->lease = id;
+  m->lease_lost = 0;
+  uv_timer_start(&m->ka_timer, ka_tick, every, every);
+  RMX_LOG(m->ctx, INFO, "meta: agent %s holds lease %" PRId64 " (%u s) at %s", m->agent, m->lease,
+          m->ttl_s, m->endpoint);
+}
+
+/* The granted lease's ID, or 0 with *st set. */
+static int64_t granted(rmx__meta_req_t *r, int *st)
+{
+  int64_t id = 0;
+  *st = r->status;
+  if (!*st) {
+    json_object *o = rmx__meta_parse(r);
+    id = rmx__meta_int(o, "ID", 0);
+    json_object_put(o);
+    if (id <= 0)
+      *st = RMX_EPROTO;
+  }
+  return *st ? 0 : id;
+}
+
+/* A new lease after the last one ran out (the agent was cut off from etcd
+ * for longer than its TTL, or stopped): write the entries again under it.
+ * Watchers saw them deleted; now they see them put. */
+static void regrant_done(rmx__meta_req_t *r)
+{
+  rmx_meta_t *m = r->m;
+  int st;
+  int64_t id = granted(r, &st);
+  m->ka_busy = 0;
+  if (st)
+    return; /* logged; the next tick asks again */
+  lease_held(m, id);
+  int n = 0;
+  rmx_list_t *it;
+  if (m->uri)
+    n += kv_req(m, "/v3/kv/put", "put of the agent's URI again",
+                rmx__meta_key(m, "agents/", m->agent, NULL, NULL), m->uri, 1, cb_done, NULL,
+                NULL) == 0;
+  rmx_list_foreach(it, &m->pubs) {
+    rmx__meta_pub_t *p = rmx_container_of(it, rmx__meta_pub_t, link);
+    char val[64];
+    snprintf(val, sizeof(val), "{\"len\":%" PRIu64 ",\"access\":%u}", p->len, p->access);
+    n += kv_req(m, "/v3/kv/put", "put of a name again",
+                rmx__meta_key(m, "mem/", m->agent, "/", p->name), val, 1, cb_done, NULL,
+                NULL) == 0;
+  }
+  RMX_LOG(m->ctx, WARN, "meta: etcd at %s: agent %s has a new lease; %d entries written again",
+          m->endpoint, m->agent, n);
+}
+
 static void ka_done(rmx__meta_req_t *r)
 {
   rmx_meta_t *m = r->m;
@@ -29,13 +90,12 @@ static void ka_done(rmx__meta_req_t *r)
   json_object *o = rmx__meta_parse(r), *res;
   /* One answer of the stream: {"result": {"ID": .., "TTL": ..}}. */
   if (o && json_object_object_get_ex(o, "result", &res) && rmx__meta_int(res, "TTL", 0) <= 0) {
-    /* Once per handle: the keepalive stops here. */
+    /* Once per loss: the next tick asks for a new lease. */
     RMX_LOG(m->ctx, ERROR,
-            "meta: etcd at %s: the lease of agent %s ran out: its entries are gone, writes "
-            "fail with RMX_ENOTCONN until the handle is opened again",
+            "meta: etcd at %s: the lease of agent %s ran out: its entries are gone; writes "
+            "fail with RMX_ENOTCONN until a new lease is granted",
             m->endpoint, m->agent);
     m->lease_lost = 1;
-    uv_timer_stop(&m->ka_timer);
   }
   json_object_put(o);
 }
@@ -47,17 +107,27 @@ static char *lease_body(const rmx_meta_t *m)
   return strdup(b);
 }
 
+static char *grant_body(const rmx_meta_t *m)
+{
+  char b[64];
+  snprintf(b, sizeof(b), "{\"TTL\":\"%u\"}", m->ttl_s);
+  return strdup(b);
+}
+
+/* Every third of the TTL: a keepalive, or a new lease once it ran out. */
 static void ka_tick(uv_timer_t *t)
 {
   rmx_meta_t *m = t->data;
   if (m->ka_busy || m->closing)
     return;
-  char *body = lease_body(m);
-  rmx__meta_req_t *r = rmx__meta_req_new(m, "/v3/lease/keepalive", body, "lease keepalive");
+  char *body = m->lease_lost ? grant_body(m) : lease_body(m);
+  rmx__meta_req_t *r =
+      m->lease_lost ? rmx__meta_req_new(m, "/v3/lease/grant", body, "new lease grant")
+                    : rmx__meta_req_new(m, "/v3/lease/keepalive", body, "lease keepalive");
   free(body);
   if (!r)
     return;
-  r->done = ka_done;
+  r->done = m->lease_lost ? regrant_done : ka_done;
   if (rmx__meta_req_start(r) == 0)
     m->ka_busy = 1;
 }
@@ -65,20 +135,10 @@ static void ka_tick(uv_timer_t *t)
 static void grant_done(rmx__meta_req_t *r)
 {
   rmx_meta_t *m = r->m;
-  int st = r->status;
-  json_object *o = st ? NULL : rmx__meta_parse(r);
-  if (!st) {
-    m->lease = rmx__meta_int(o, "ID", 0);
-    if (m->lease <= 0)
-      st = RMX_EPROTO;
-  }
-  json_object_put(o);
-  if (!st) {
-    uint64_t every = m->ttl_s * 1000u / 3;
-    uv_timer_start(&m->ka_timer, ka_tick, every, every);
-    RMX_LOG(m->ctx, INFO, "meta: agent %s holds lease %" PRId64 " (%u s) at %s", m->agent,
-            m->lease, m->ttl_s, m->endpoint);
-  }
+  int st;
+  int64_t id = granted(r, &st);
+  if (!st)
+    lease_held(m, id);
   if (m->on_open)
     RMX__META_USER(m, m->on_open(m, st, m->open_arg));
 }
@@ -130,8 +190,7 @@ int rmx_meta_open(rmx_ctx_t *ctx, const char *endpoint, const char *prefix, cons
   if (m->endpoint) /* "http://h:p/" and "http://h:p" alike */
     for (size_t n = strlen(m->endpoint); n > 8 && m->endpoint[n - 1] == '/'; n--)
       m->endpoint[n - 1] = '\0';
-  char body[64];
-  snprintf(body, sizeof(body), "{\"TTL\":\"%u\"}", ttl_s);
+  rmx_list_init(&m->pubs);
   if (!m->endpoint || !m->prefix || !m->agent || rmx__meta_engine_init(m) != 0) {
     if (m->multi)
       curl_multi_cleanup(m->multi);
@@ -143,7 +202,9 @@ int rmx_meta_open(rmx_ctx_t *ctx, const char *endpoint, const char *prefix, cons
   }
   /* From here the handle has uv handles: it goes as a closed one does. */
   ctx->nmetas++;
-  rmx__meta_req_t *r = rmx__meta_req_new(m, "/v3/lease/grant", body, "lease grant");
+  char *body = grant_body(m);
+  rmx__meta_req_t *r = body ? rmx__meta_req_new(m, "/v3/lease/grant", body, "lease grant") : NULL;
+  free(body);
   if (!r) {
     m->on_open = NULL;
     rmx_meta_close(m, NULL, NULL);
@@ -170,6 +231,11 @@ int rmx_meta_close(rmx_meta_t *m, rmx_meta_cb on_closed, void *arg)
   m->closed_arg = arg;
   uv_timer_stop(&m->ka_timer);
   rmx__meta_cancel_all(m);
+  rmx_list_t *it;
+  while ((it = rmx_list_pop(&m->pubs)) != NULL)
+    free(rmx_container_of(it, rmx__meta_pub_t, link));
+  free(m->uri);
+  m->uri = NULL;
   if (m->lease > 0 && !m->lease_lost) {
     /* In flight past the cancel: the teardown waits for it. */
     char *body = lease_body(m);
@@ -305,13 +371,37 @@ static int may_write(rmx_meta_t *m)
   return m->lease > 0 && !m->lease_lost ? 0 : RMX_ENOTCONN;
 }
 
+/* What this agent wrote, kept to write again under a new lease. */
+static rmx__meta_pub_t *pub_find(rmx_meta_t *m, const char *name)
+{
+  rmx_list_t *it;
+  rmx_list_foreach(it, &m->pubs) {
+    rmx__meta_pub_t *p = rmx_container_of(it, rmx__meta_pub_t, link);
+    if (strcmp(p->name, name) == 0)
+      return p;
+  }
+  return NULL;
+}
+
+static void kept_short(rmx_meta_t *m, const char *what)
+{
+  RMX_LOG(m->ctx, WARN, "meta: out of memory: %s of agent %s will not be written again "
+          "should its lease run out", what, m->agent);
+}
+
 int rmx_meta_set_uri(rmx_meta_t *m, const char *uri, rmx_meta_cb cb, void *arg)
 {
   int rc = may_write(m);
   if (rc || !uri)
     return rc ? rc : RMX_EINVAL;
-  return kv_req(m, "/v3/kv/put", "put of the agent's URI",
-                rmx__meta_key(m, "agents/", m->agent, NULL, NULL), uri, 1, cb_done, (void *)cb, arg);
+  rc = kv_req(m, "/v3/kv/put", "put of the agent's URI",
+              rmx__meta_key(m, "agents/", m->agent, NULL, NULL), uri, 1, cb_done, (void *)cb, arg);
+  if (!rc) {
+    free(m->uri);
+    if (!(m->uri = strdup(uri)))
+      kept_short(m, "the URI");
+  }
+  return rc;
 }
 
 int rmx_meta_resolve(rmx_meta_t *m, const char *agent, rmx_meta_resolve_cb cb, void *arg)
@@ -333,8 +423,20 @@ int rmx_meta_publish(rmx_meta_t *m, const char *name, rmx_mem_t *mem, rmx_meta_c
     return RMX_EINVAL;
   char val[64];
   snprintf(val, sizeof(val), "{\"len\":%zu,\"access\":%u}", mem->len, mem->access);
-  return kv_req(m, "/v3/kv/put", "put of a name", rmx__meta_key(m, "mem/", m->agent, "/", name),
-                val, 1, cb_done, (void *)cb, arg);
+  rc = kv_req(m, "/v3/kv/put", "put of a name", rmx__meta_key(m, "mem/", m->agent, "/", name),
+              val, 1, cb_done, (void *)cb, arg);
+  rmx__meta_pub_t *p = rc ? NULL : pub_find(m, name);
+  if (!rc && !p && (p = malloc(sizeof(*p) + strlen(name) + 1)) != NULL) {
+    strcpy(p->name, name);
+    rmx_list_push(&m->pubs, &p->link);
+  }
+  if (p) {
+    p->len = mem->len;
+    p->access = mem->access;
+  } else if (!rc) {
+    kept_short(m, name);
+  }
+  return rc;
 }
 
 int rmx_meta_withdraw(rmx_meta_t *m, const char *name, rmx_meta_cb cb, void *arg)
@@ -344,8 +446,14 @@ int rmx_meta_withdraw(rmx_meta_t *m, const char *name, rmx_meta_cb cb, void *arg
     return rc;
   if (!rmx__meta_name_ok(name))
     return RMX_EINVAL;
-  return kv_req(m, "/v3/kv/deleterange", "delete of a name",
-                rmx__meta_key(m, "mem/", m->agent, "/", name), NULL, 0, del_done, (void *)cb, arg);
+  rc = kv_req(m, "/v3/kv/deleterange", "delete of a name",
+              rmx__meta_key(m, "mem/", m->agent, "/", name), NULL, 0, del_done, (void *)cb, arg);
+  rmx__meta_pub_t *p = rc ? NULL : pub_find(m, name);
+  if (p) {
+    rmx_list_del(&p->link);
+    free(p);
+  }
+  return rc;
 }
 
 int rmx_meta_find(rmx_meta_t *m, const char *agent, const char *name, rmx_meta_find_cb cb,

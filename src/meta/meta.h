@@ -43,6 +43,14 @@ struct rmx__meta_req {
   void *ext; /* the watch, for watch requests */
 };
 
+/* A name this agent published, written again under a new lease. */
+typedef struct rmx__meta_pub {
+  rmx_list_t link; /* m->pubs */
+  uint64_t len;
+  unsigned access;
+  char name[];
+} rmx__meta_pub_t;
+
 struct rmx_meta {
   rmx_ctx_t *ctx;
   CURLM *multi;
@@ -56,8 +64,10 @@ struct rmx_meta {
   char *endpoint, *prefix, *agent;
   unsigned ttl_s;
   int64_t lease;         /* 0 until granted */
-  int lease_lost;        /* a keepalive found it gone */
-  int ka_busy;           /* a keepalive is in flight */
+  int lease_lost;        /* a keepalive found it gone: granting another */
+  int ka_busy;           /* a keepalive (or that grant) is in flight */
+  char *uri;             /* what set_uri wrote last, or NULL */
+  rmx_list_t pubs;       /* rmx__meta_pub_t: what publish wrote, to write again */
   int closing, tearing;
   int handles;           /* uv handles not yet closed */
   rmx_meta_cb on_open, on_closed;

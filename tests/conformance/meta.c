@@ -6,9 +6,10 @@
  *      handle too, and two contexts still connect and exchange a message;
  *   2. URIs and names: set, resolve, publish, find, withdraw, RMX_ENOENT;
  *   3. a watch of one agent sees PUT then DELETE, READY first, END last;
- *   4. an agent process killed: its entries stay while it lives (past its
- *      lease: the keepalive holds them), go after its lease (DELETE seen,
- *      find and resolve give RMX_ENOENT);
+ *   4. an agent process: its entries stay while it lives (past its lease:
+ *      the keepalive holds them); stopped past its lease they go, and come
+ *      back when it goes on (a new lease); killed, they go after its lease
+ *      (DELETE seen, find and resolve give RMX_ENOENT);
  *   5. close with requests in flight: every callback exactly once, with
  *      RMX_ECANCELED, before on_closed; a closed agent's entries go at once;
  *   6. in the application's own libuv loop: requests in flight keep
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <rmx/rmx.h>
@@ -328,6 +330,21 @@ static void case_entries(rmx_meta_t *a, rmx_meta_t *b)
 
 /* ---- 4. an agent killed ---- */
 
+/* The watch's last n events are all of kind k ('P' or 'D'). */
+static int last_are(const wrec_t *w, int n, char k)
+{
+  const char *p = w->log + strlen(w->log);
+  for (int i = 0; i < n; i++) {
+    if (p == w->log)
+      return 0;
+    for (p--; p > w->log && p[-1] != '\n'; p--)
+      ;
+    if (*p != k)
+      return 0;
+  }
+  return 1;
+}
+
 static void agent_child(int fd)
 {
   rmx_ctx_t *ctx;
@@ -368,6 +385,9 @@ static void case_killed(rmx_meta_t *b)
   if (pid < 0)
     FAIL("fork");
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a FAIL */
+    if (getppid() == 1)
+      _exit(5);
     close(fds[0]);
     agent_child(fds[1]);
   }
@@ -395,10 +415,23 @@ static void case_killed(rmx_meta_t *b)
     kill(pid, SIGKILL);
     FAIL("the live agent's entry went: %s", rmx_err_name(f.status));
   }
+  /* Stopped past its lease: its entries go; let go on, it takes a new
+   * lease and writes them again. */
+  kill(pid, SIGSTOP);
+  until(&w.events, 4, 15, "the stopped agent's entries going");
+  if (!last_are(&w, 2, 'D'))
+    FAIL("the watch saw:\n%s", w.log);
+  kill(pid, SIGCONT);
+  until(&w.events, 6, 15, "the agent's entries written again");
+  if (!last_are(&w, 2, 'P') || find(b, "gamma", "g/mem").status ||
+      strcmp(resolve(b, "gamma").uri, "tcp://gamma") != 0) {
+    kill(pid, SIGKILL);
+    FAIL("the watch saw:\n%s", w.log);
+  }
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
-  until(&w.events, 4, 15, "the dead agent's entries going");
-  if (!strstr(w.log, "D gamma g/mem\n") || !strstr(w.log, "D gamma -\n"))
+  until(&w.events, 8, 15, "the dead agent's entries going");
+  if (!last_are(&w, 2, 'D') || !strstr(w.log, "D gamma g/mem\n") || !strstr(w.log, "D gamma -\n"))
     FAIL("the watch saw:\n%s", w.log);
   if ((f = find(b, "gamma", "g/mem")).status != RMX_ENOENT)
     FAIL("find after the agent died: %s", rmx_err_name(f.status));
@@ -406,7 +439,7 @@ static void case_killed(rmx_meta_t *b)
     FAIL("resolve after the agent died");
   rmx_meta_unwatch(wh);
   until(&w.ends, 1, 10, "the watch's end");
-  printf("meta: a killed agent's entries went with its lease\n");
+  printf("meta: a stopped agent's entries went and came back; a killed one's went\n");
 }
 
 /* ---- 5. close with requests in flight ---- */
