@@ -11,7 +11,9 @@
  * grants a lease of @c ttl_s seconds, which the handle keeps alive from
  * the context's loop. What the agent writes (rmx_meta_set_uri(),
  * rmx_meta_publish()) is attached to that lease: it goes at
- * rmx_meta_close(), or when the process dies and the lease runs out. Any
+ * rmx_meta_close(), or when the process dies and the lease runs out (a
+ * live agent whose lease ran out, cut off from etcd, gets a new one and
+ * writes its entries again: docs/metadata.md). Any
  * handle reads any agent's entries (rmx_meta_resolve(), rmx_meta_find())
  * and watches them come and go (rmx_meta_watch()). Entries carry no key
  * material: a peer gets a key over a connection with rmx_mem_lookup().
@@ -153,7 +155,8 @@ RMX_API int rmx_meta_close(rmx_meta_t *m, rmx_meta_cb on_closed, void *arg);
  * @param cb  runs exactly once, from the loop: 0 or the error; may be NULL
  * @param arg  passed to @p cb
  * @return 0, @ref RMX_EINVAL (a NULL argument), @ref RMX_ENOTCONN (the
- *         lease is not granted, or was lost), @ref RMX_EALREADY (closing),
+ *         lease is not granted yet, or ran out and no new one is granted
+ *         yet), @ref RMX_EALREADY (closing),
  *         @ref RMX_ENOMEM
  */
 RMX_API int rmx_meta_set_uri(rmx_meta_t *m, const char *uri, rmx_meta_cb cb, void *arg);
