@@ -12,7 +12,7 @@
  *      (DELETE seen, find and resolve give RMX_ENOENT);
  *   5. close with requests in flight: every callback exactly once, with
  *      RMX_ECANCELED, before on_closed; a closed agent's entries go at once;
- *   6. in the application's own libuv loop: requests in flight keep
+ *   6. (meta_loop.c) in the application's own libuv loop: requests keep
  *      uv_run going, an open idle handle does not, nothing is left after
  *      close (uv_loop_close succeeds);
  *   7. etcd killed: an open watch ends with an error, a request fails with
@@ -31,7 +31,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <rmx/rmx.h>
-#include <uv.h>
 
 #define TEST_NAME "meta"
 #include "meta_etcd.h"
@@ -509,39 +508,6 @@ static void case_close(rmx_meta_t *b)
   printf("meta: close with 9 requests in flight: each ended once, RMX_ECANCELED\n");
 }
 
-/* ---- 6. the application's own loop ---- */
-
-static void case_own_loop(void)
-{
-  uv_loop_t loop;
-  rmx_ctx_t *ctx;
-  rmx_meta_t *m;
-  rec_t o = {0}, u = {0}, c = {0};
-  if (uv_loop_init(&loop) != 0 || rmx_ctx_create(&ctx, &loop, NULL) != 0)
-    FAIL("a context in the caller's loop");
-  if (rmx_meta_open(ctx, endpoint, "/t/", "uvloop", 5, on_done, &o, &m) != 0)
-    FAIL("open");
-  uv_run(&loop, UV_RUN_DEFAULT); /* returns once nothing is in flight */
-  if (o.n != 1 || o.status)
-    FAIL("open in the caller's loop: %d calls, %s", o.n, rmx_err_name(o.status));
-  if (rmx_meta_set_uri(m, "tcp://u", on_done, &u) != 0)
-    FAIL("set_uri");
-  uv_run(&loop, UV_RUN_DEFAULT);
-  if (u.n != 1 || u.status)
-    FAIL("set_uri in the caller's loop: %d calls, %s", u.n, rmx_err_name(u.status));
-  if (rmx_meta_close(m, on_done, &c) != 0)
-    FAIL("close");
-  uv_run(&loop, UV_RUN_DEFAULT);
-  if (c.n != 1 || c.status)
-    FAIL("close in the caller's loop: %d calls, %s", c.n, rmx_err_name(c.status));
-  if (rmx_ctx_destroy(ctx) != 0)
-    FAIL("destroy");
-  uv_run(&loop, UV_RUN_DEFAULT);
-  if (uv_loop_close(&loop) != 0)
-    FAIL("handles left in the caller's loop");
-  printf("meta: in the caller's libuv loop, nothing left after close\n");
-}
-
 /* ---- 7. etcd killed under open handles ---- */
 
 static void case_etcd_killed(rmx_meta_t *a, rmx_meta_t *b)
@@ -596,7 +562,7 @@ int main(int argc, char **argv)
   case_entries(a, b);
   case_killed(b);
   case_close(b);
-  case_own_loop();
+  case_own_loop(endpoint); /* meta_loop.c */
   case_etcd_killed(a, b);
   if (rmx_ctx_destroy(ca) != 0 || rmx_ctx_destroy(cb_) != 0)
     FAIL("destroy");

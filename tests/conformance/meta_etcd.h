@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The metadata test's own etcd (meta_etcd.c). */
+/* The metadata test's own etcd (meta_etcd.c), and its case in a libuv loop. */
 #ifndef RMX_TEST_META_ETCD_H
 #define RMX_TEST_META_ETCD_H
 
@@ -16,5 +16,7 @@ pid_t etcd_start(char *endpoint, size_t len);
 void etcd_log_tail(void);
 /* It still runs. */
 int etcd_alive(void);
+/* meta_loop.c: a handle in the application's own libuv loop. */
+void case_own_loop(const char *endpoint);
 
 #endif
