@@ -55,6 +55,18 @@ static void base64_refuses_garbage(void **state)
     assert_null(rmx__b64_dec(bad[i], &n));
 }
 
+/* max - 1 bytes pass (the NUL makes max), max bytes do not. */
+static void at_limit(int (*ok)(const char *), size_t max)
+{
+  char s[RMX_NAME_MAX + RMX_META_AGENT_MAX];
+  memset(s, 'a', max + 1);
+  s[max - 1] = '\0';
+  assert_true(ok(s));
+  s[max - 1] = 'a';
+  s[max] = '\0';
+  assert_false(ok(s));
+}
+
 static void names(void **state)
 {
   assert_true(rmx__meta_agent_ok("kv0"));
@@ -65,24 +77,12 @@ static void names(void **state)
   assert_false(rmx__meta_agent_ok("a b"));
   assert_false(rmx__meta_agent_ok("a\tb"));
   assert_false(rmx__meta_agent_ok("caf\xc3\xa9"));
-  char agent[RMX_META_AGENT_MAX + 1];
-  memset(agent, 'a', sizeof(agent));
-  agent[RMX_META_AGENT_MAX - 1] = '\0';
-  assert_true(rmx__meta_agent_ok(agent)); /* 63 bytes */
-  agent[RMX_META_AGENT_MAX - 1] = 'a';
-  agent[RMX_META_AGENT_MAX] = '\0';
-  assert_false(rmx__meta_agent_ok(agent)); /* 64 */
+  at_limit(rmx__meta_agent_ok, RMX_META_AGENT_MAX);
   assert_true(rmx__meta_name_ok("layer3/kv"));
   assert_true(rmx__meta_name_ok("a name"));
   assert_false(rmx__meta_name_ok(""));
   assert_false(rmx__meta_name_ok("a\nb"));
-  char name[RMX_NAME_MAX + 1];
-  memset(name, 'n', sizeof(name));
-  name[RMX_NAME_MAX - 1] = '\0';
-  assert_true(rmx__meta_name_ok(name));
-  name[RMX_NAME_MAX - 1] = 'n';
-  name[RMX_NAME_MAX] = '\0';
-  assert_false(rmx__meta_name_ok(name));
+  at_limit(rmx__meta_name_ok, RMX_NAME_MAX);
 }
 
 static void keys_and_ints(void **state)
