@@ -438,11 +438,11 @@ struct rmx_ctx {
   uint32_t nmems;  /* user registrations not yet released */
   uint64_t mem_reg_bytes; /* their bytes */
   uint32_t nxfers; /* transfer requests not yet released */
-  uint32_t nmetas; /* metadata handles not yet closed (src/meta) */
   struct rmx__names *names; /* published registrations (src/mem/names.c), or NULL */
   uint64_t nconns; /* on ctx->conns (rmx_ctx_stats) */
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
+  uint32_t nmetas;      /* metadata handles not yet closed (src/meta) */
   uv_timer_t close_timer;
   rmx__upcalls_t up;
   const rmx__op_class_t *opc[RMX_OP_KINDS];
