@@ -416,7 +416,7 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
     return RMX_EINVAL;
   if (ctx->dying)
     return RMX_EALREADY;
-  if (!rmx_list_empty(&ctx->listeners) || ctx->nmems || ctx->nxfers)
+  if (!rmx_list_empty(&ctx->listeners) || ctx->nmems || ctx->nxfers || ctx->nmetas)
     return RMX_EBUSY;
   if (ctx->owns_loop && !ctx->running && ctx->in_cb) {
     /* The application runs the private loop itself and calls from inside

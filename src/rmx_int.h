@@ -445,6 +445,7 @@ struct rmx_ctx {
   uint64_t nconns; /* on ctx->conns (rmx_ctx_stats) */
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
+  uint32_t nmetas;      /* metadata handles not yet closed (src/meta) */
   uv_timer_t close_timer;
   rmx__upcalls_t up;
   const rmx__op_class_t *opc[RMX_OP_KINDS];
