@@ -256,12 +256,13 @@ static const act_t other_acts[] = {
 };
 #define NO (sizeof(other_acts) / sizeof(other_acts[0]))
 
-/* The cases must make each kind of outcome happen, or they test nothing. */
-static void seen(const char *what)
+/* The cases must make each kind of outcome happen, or they test nothing
+ * (a take, in the callbacks, only where a notification came in time). */
+static void seen(const char *what, int takes)
 {
-  fprintf(stderr, "[ %s: %d transfers ended, %d failed; %d notifications in on_notify, %d taken ]\n",
-          what, seen_ok, seen_err, seen_cb_notes, seen_taken);
-  assert_true(seen_ok > 0 && seen_err > 0 && seen_cb_notes > 0 && seen_taken > 0);
+  fprintf(stderr, "[ %s: %d transfers ended, %d failed; %d notifications in on_notify, "
+          "%d taken ]\n", what, seen_ok, seen_err, seen_cb_notes, seen_taken);
+  assert_true(seen_ok > 0 && seen_err > 0 && seen_cb_notes > 0 && (!takes || seen_taken > 0));
   seen_ok = seen_err = seen_cb_notes = seen_taken = 0;
 }
 
@@ -285,7 +286,7 @@ void every_xfer_action_in_every_callback(void **state)
         scenario(&p);
       }
     }
-  seen("every transfer action in every callback");
+  seen("every transfer action in every callback", 0);
 }
 
 /* Each transfer action and every action in one turn, both orders. */
@@ -313,5 +314,5 @@ void every_xfer_pair_in_one_turn(void **state)
         run_for(quiet, 3000);
         world_down();
       }
-  seen("every transfer action and every action in one turn");
+  seen("every transfer action and every action in one turn", 1);
 }

@@ -175,7 +175,8 @@ static const rmx_tp_ops_t fake_ops = {
   .name = "fake", .wire_id = 1, .max_io = 4096, .init = fk_init, .fini = fk_fini,
   .listen = fk_listen, .listen_addr = fk_listen_addr, .peer_addr = fk_peer_addr, .listen_close = fk_listen_close,
   .connect = fk_connect, .accept = fk_accept, .reject = fk_reject, .close = fk_close,
-  .send = fk_send, .read = fk_read, .write = fk_write, .atomic = fk_atomic, .caps = fk_caps, .io_max = fk_io_max,
+  .send = fk_send, .read = fk_read, .write = fk_write, .atomic = fk_atomic, .caps = fk_caps,
+  .io_max = fk_io_max,
   .flush = fk_flush, .ready = fk_ready, .mem_reg = fk_mem_reg, .mem_dereg = fk_mem_dereg, .mem_rkey = fk_mem_rkey,
 };
 
