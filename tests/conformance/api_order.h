@@ -220,5 +220,6 @@ void every_action_in_failing_callbacks(void **state);
 void every_pair_in_one_turn(void **state);
 void every_xfer_action_in_every_callback(void **state); /* api_order_xfer.c */
 void every_xfer_pair_in_one_turn(void **state);
+void every_action_in_failing_xfer_callbacks(void **state);
 
 #endif

@@ -289,6 +289,32 @@ void every_xfer_action_in_every_callback(void **state)
   seen("every transfer action in every callback", 0);
 }
 
+/* Every action inside transfer callbacks that report an error: the peer
+ * closes, or the connection is closed, in one of the callbacks. */
+void every_action_in_failing_xfer_callbacks(void **state)
+{
+  static const plan_t causes[] = {
+    {.ev = EV_RECV, .side = SV, .act = {A_CLOSE}},
+    {.ev = EV_NOTIFY, .side = SV, .act = {A_CLOSE}},
+    {.ev = EV_ACCEPT, .side = SV, .act = {A_CLOSE}},
+    {.ev = EV_XFER, .side = CL, .act = {A_XFER_NOTIFY, A_CLOSE_PEER}},
+    {.ev = EV_SENT, .side = CL, .act = {A_XFER, A_CLOSE}},
+  };
+  int ran = 0, n = 0;
+  for (size_t c = 0; c < sizeof(causes) / sizeof(causes[0]); c++)
+    for (size_t a = 0; a < NO; a++) {
+      plan_t q = {.ev = EV_XFER, .side = CL, .err = 1, .act = {other_acts[a], A_CLOSE}};
+      fprintf(stderr, "[ %s / %s: %s; failing transfer callback: %s, close ]\n",
+              ev_names[causes[c].ev], causes[c].side == CL ? "client" : "server",
+              act_names[causes[c].act[0]], act_names[other_acts[a]]);
+      scenario2(&causes[c], &q);
+      ran += P[1].ran;
+      n++;
+    }
+  fprintf(stderr, "[ %d of %d failing transfer callbacks acted ]\n", ran, n);
+  assert_true(ran >= n / 2);
+}
+
 /* Each transfer action and every action in one turn, both orders. */
 void every_xfer_pair_in_one_turn(void **state)
 {
