@@ -51,6 +51,8 @@ static struct fake {
 
 struct app app;
 size_t fk_io_max_now;
+int fk_fail_post;
+int fk_reorder;
 
 static uint8_t big[64 << 10]; /* message and RMA source: outlives every op */
 static volatile uint8_t touched;
@@ -131,6 +133,8 @@ static int fk_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *m, ui
   FUZZ_CHECK(len <= fk_io_max_now);
   if (fk.nrmas == RMAX)
     return RMX_EAGAIN;
+  if (fk_fail_post && !(fk_fail_post = 0))
+    return RMX_EIO; /* refused: never reported */
   uint32_t gen = 0;
   int tag = fx_rma_posted(op, RMX_TP_EV_READ, dst, len, raddr, rkey, &gen);
   return rma_post((pend_t){.type = RMX_TP_EV_READ, .op = op, .dst = dst, .len = len,
@@ -147,6 +151,8 @@ static int fk_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t
   FUZZ_CHECK(len <= fk_io_max_now);
   if (fk.nrmas == RMAX)
     return RMX_EAGAIN;
+  if (fk_fail_post && !(fk_fail_post = 0))
+    return RMX_EIO;
   uint32_t gen = 0;
   int tag = fx_rma_posted(op, RMX_TP_EV_WRITE, src, len, raddr, rkey, &gen);
   return rma_post((pend_t){.type = RMX_TP_EV_WRITE, .op = op, .dst = (void *)(uintptr_t)src,
@@ -201,7 +207,12 @@ static void on_connected(rmx_conn_t *c, int status, void *arg)
 static void on_sent(rmx_conn_t *c, int status, void *arg) { FUZZ_CHECK(!app.closed); }
 static void on_op(rmx_conn_t *c, int status, void *arg) { FUZZ_CHECK(!app.closed); }
 static void on_reply(rmx_conn_t *c, int status, const void *d, size_t len, void *arg) {}
-static void on_closed(rmx_conn_t *c, void *arg) { app.closed++; }
+static void on_closed(rmx_conn_t *c, void *arg)
+{
+  if (fx_on)
+    fx_closed(); /* the handle is still valid here */
+  app.closed++;
+}
 
 void fc_close(void)
 {
@@ -238,10 +249,10 @@ static void complete_send(int status)
   ev(RMX_TP_EV_SEND, status, p.op, NULL, 0);
 }
 
-static void complete_rma(int status)
+static void complete_rma_at(int k, int status)
 {
-  pend_t p = fk.rmas[0];
-  memmove(fk.rmas, fk.rmas + 1, sizeof(pend_t) * (size_t)--fk.nrmas);
+  pend_t p = fk.rmas[k];
+  memmove(fk.rmas + k, fk.rmas + k + 1, sizeof(pend_t) * (size_t)(--fk.nrmas - k));
   if (status == 0 && p.type == RMX_TP_EV_READ)
     memset(p.dst, 'R', p.len);
   if (status == 0 && p.type == RMX_TP_EV_WRITE)
@@ -252,6 +263,7 @@ static void complete_rma(int status)
     fx_rma_done(p.xtag, p.xgen, p.dst, p.len, status);
   ev(p.type, status, p.op, NULL, 0);
 }
+static void complete_rma(int status) { complete_rma_at(0, status); }
 
 /* The transport finishes closing: everything in flight fails, then CLOSED. */
 static void raise_closed(void)
@@ -413,8 +425,10 @@ static void step(prog_t *g)
     }
     break;
   case 3:
-    if (!fk.closed && fk.nrmas)
-      complete_rma(fk.broken ? RMX_ECONNRESET : next8(g) & 1 ? 0 : RMX_EACCES);
+    if (!fk.closed && fk.nrmas) {
+      int k = fk_reorder ? (int)(next8(g) % (unsigned)fk.nrmas) : 0; /* an order it forbids */
+      complete_rma_at(k, fk.broken ? RMX_ECONNRESET : next8(g) & 1 ? 0 : RMX_EACCES);
+    }
     break;
   case 4:
     if (usable)
@@ -465,6 +479,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   memset(&fk, 0, sizeof(fk));
   memset(&app, 0, sizeof(app));
   fk_io_max_now = fake_ops.max_io;
+  fk_fail_post = fk_reorder = 0;
   FUZZ_CHECK(rmx_config_init(&cfg) == 0);
   cfg.rx_depth = 4;
   cfg.eager_size = 1024;

@@ -32,6 +32,8 @@ struct app {
 };
 extern struct app app;
 extern size_t fk_io_max_now; /* the fake's io_max: max_io, or less */
+extern int fk_fail_post;     /* the fake refuses its next read or write (RMX_EIO) */
+extern int fk_reorder;       /* it reports reads and writes in any order (not the contract's) */
 
 void fc_close(void); /* the application closes its connection (once) */
 int fc_alive(void);  /* the fake transport still moves data */
@@ -52,6 +54,9 @@ int fx_rma_posted(void *op, rmx_tp_ev_type_t type, const void *addr, size_t len,
 void fx_rma_done(int tag, uint32_t gen, const void *addr, size_t len, int status);
 /* The core handed the fake a DATA frame flagged NOTIFY. */
 void fx_notify_sent(const rmx_frame_t *fr);
+/* Inside on_closed: every post ended; posting is refused, kept
+ * notifications may still be taken. */
+void fx_closed(void);
 /* The connection's on_closed ran; the context is about to be destroyed. */
 void fx_end(void);
 

@@ -5,9 +5,11 @@
  * contiguous on both sides so they merge, some longer than the fake's
  * io_max so they split, some refused), posted with or without a
  * notification, released and polled; notifications from the peer kept,
- * taken, or handed to an on_notify that calls back into rmx. Every part the
- * core posts is checked against the entries (the next bytes of the request,
- * merged and split as documented), and so is every outcome:
+ * taken, or handed to an on_notify that calls back into rmx; the transport
+ * refusing a part (the connection goes down with parts in flight and the
+ * rest queued). Every part the core posts is checked against the entries
+ * (the next bytes of the request, merged and split as documented), and so
+ * is every outcome:
  * - each post's callback runs exactly once, never after on_closed, and
  *   only once every posted part is reported; rmx_xfer_status agrees;
  * - 0 only when every byte moved and the notification went; the first
@@ -15,6 +17,9 @@
  * - a notification leaves only after every part of its post was reported
  *   in place, once, with its bytes;
  * - notifications from the peer arrive once each, in order, intact.
+ * The program's second byte sets io_max, the peer's window, on_notify, and
+ * (bit 6) a fake that reports reads and writes in any order, which the
+ * transports do not: all of the above must hold but the entry named.
  */
 #include <string.h>
 
@@ -207,6 +212,8 @@ static void xfer_cb(rmx_xfer_t *x, int status, size_t failed, void *arg)
     } else {
       FUZZ_CHECK(!s->notify || s->notified);
     }
+  } else if (s->bad && s->first_err == RMX_EACCES && fk_reorder) {
+    FUZZ_CHECK(failed < s->n); /* out of order: some entry, maybe not the one */
   } else if (s->bad && s->first_err == RMX_EACCES) {
     FUZZ_CHECK(failed == s->first_err_entry); /* the first refused part's entry */
   } else {
@@ -276,6 +283,17 @@ static void post(int i)
     FUZZ_CHECK(rmx_xfer_status(s->x, NULL) == RMX_EINPROGRESS);
 }
 
+/* A kept notification taken: once, in order. */
+static void took(const uint8_t *buf, size_t len)
+{
+  if (len < 4)
+    return;
+  uint32_t q = rmx_get32(buf);
+  FUZZ_CHECK(q < NSEQ && !seq_seen[q] && q > last_take_seq && seq_len[q] == len);
+  seq_seen[q] = 1;
+  last_take_seq = q;
+}
+
 static void take(void)
 {
   uint8_t buf[128];
@@ -289,12 +307,8 @@ static void take(void)
     return;
   }
   FUZZ_CHECK(rc == 0 || (rc == RMX_EMSGSIZE && len > cap));
-  if (rc || len < 4)
-    return;
-  uint32_t q = rmx_get32(buf);
-  FUZZ_CHECK(q < NSEQ && !seq_seen[q] && q > last_take_seq && seq_len[q] == len);
-  seq_seen[q] = 1;
-  last_take_seq = q;
+  if (rc == 0)
+    took(buf, len);
 }
 
 static void on_notify(rmx_conn_t *c, const void *data, size_t len, void *arg)
@@ -459,7 +473,9 @@ void fx_step(prog_t *g, unsigned what)
       recv_notify();
     break;
   default:
-    if (!app.closed) { /* on_notify comes and goes */
+    if (i & 2) { /* the transport refuses a part: the connection goes down */
+      fk_fail_post = 1;
+    } else if (!app.closed) { /* on_notify comes and goes */
       base.on_notify = base.on_notify ? NULL : on_notify;
       rmx_conn_set_cbs(app.c, &base, NULL);
     }
@@ -478,6 +494,7 @@ void fx_begin(prog_t *g, rmx_wire_hello_t *h)
   fk_io_max_now = io[c & 3];
   h->rma_window = 1 + (c >> 2 & 7) * 9; /* 1 .. 64 parts in flight */
   with_notify = c >> 5 & 1;
+  fk_reorder = c >> 6 & 1;
   int tpi = app.c->tpi;
   rk_rw = (rmx_rkey_t){.tpi = tpi, .access = 15, .base = 0x100000, .len = 1 << 20, .key = 9};
   rk_alt = rk_rw;
@@ -492,6 +509,21 @@ void fx_begin(prog_t *g, rmx_wire_hello_t *h)
   FUZZ_CHECK(rmx_mem_reg(app.ctx, xsrc, sizeof(xsrc), RMX_MEM_LOCAL, &msrc) == 0);
   FUZZ_CHECK(rmx_mem_reg(app.ctx, xdst, sizeof(xdst), RMX_MEM_LOCAL, &mdst) == 0);
   FUZZ_CHECK(rmx_mem_reg(app.ctx, xsrc, 64, RMX_MEM_LOCAL, &msmall) == 0);
+}
+
+void fx_closed(void)
+{
+  uint8_t buf[128];
+  size_t len;
+  for (int i = 0; i < NS; i++) {
+    slot_t *s = &S[i];
+    if (!s->x)
+      continue;
+    FUZZ_CHECK(!s->busy); /* every callback before on_closed */
+    FUZZ_CHECK(rmx_xfer_post(s->x, NULL, 0, xfer_cb, s) == RMX_ENOTCONN);
+  }
+  while (rmx_notify_take(app.c, buf, sizeof(buf), &len) == 0)
+    took(buf, len);
 }
 
 /* After on_closed: every post ended before it; the requests outlive the
