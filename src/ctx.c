@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include "config.h"
+#include "names.h"
 #include "rmx_int.h"
 
 typedef struct rmx__post {
@@ -186,7 +187,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   rmx_list_init(&ctx->free_ops);
   rmx_list_init(&ctx->free_rma);
   rmx__pool_init(&ctx->pool);
-  if ((rc = rmx__regcache_init(ctx)) != 0)
+  if ((rc = rmx__names_ctx_init(ctx)) != 0 || (rc = rmx__regcache_init(ctx)) != 0)
     goto err_handles;
   for (int i = 0; i < RMX_TP_COUNT; i++)
     ctx->tp_ops[i] = rmx__tp_ops(i); /* NULL where not built */
@@ -198,6 +199,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
     .rma_progress = rmx__rma_progress, .reads_resume = rmx__msg_reads_resume,
     .rpc_deliver = rmx__rpc_deliver, .rpc_due = rmx__rpc_due,
     .notify_deliver = rmx__notify_deliver, .conn_gone = conn_gone,
+    .name_forget = rmx__names_forget,
   };
   ctx->opc[RMX_OP_EAGER] = ctx->opc[RMX_OP_RNDV] = &rmx__send_class;
   ctx->opc[RMX_OP_CTRL] = &rmx__ctrl_class;
@@ -212,6 +214,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   return 0;
 
 err_handles:
+  rmx__rpc_ctx_fini(ctx); /* handlers registered so far */
+  rmx__names_ctx_fini(ctx);
   uv_close((uv_handle_t *)&ctx->async, NULL);
   uv_close((uv_handle_t *)&ctx->idle, NULL);
   uv_close((uv_handle_t *)&ctx->flush_idle, NULL);
@@ -412,7 +416,7 @@ int rmx_ctx_destroy(rmx_ctx_t *ctx)
     return RMX_EINVAL;
   if (ctx->dying)
     return RMX_EALREADY;
-  if (!rmx_list_empty(&ctx->listeners) || ctx->nmems || ctx->nxfers)
+  if (!rmx_list_empty(&ctx->listeners) || ctx->nmems || ctx->nxfers || ctx->nmetas)
     return RMX_EBUSY;
   if (ctx->owns_loop && !ctx->running && ctx->in_cb) {
     /* The application runs the private loop itself and calls from inside

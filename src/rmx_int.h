@@ -108,6 +108,7 @@ struct rmx_mem {
   unsigned access;           /* RMX_MEM_* */
   rmx_tp_mem_t *reg[RMX_TP_COUNT];
   rmx_list_t grants;         /* rmx__grant_t: its keys packed for one connection */
+  struct rmx__name *name;    /* published under it (src/names.c), or NULL */
 };
 
 /* A key to a registration that one connection's peer alone may use
@@ -262,6 +263,8 @@ typedef struct rmx__upcalls {
   int (*notify_deliver)(rmx_conn_t *c, const void *data, size_t len); /* xfer/notify.c */
   /* conn.c, freeing c after its on_closed: what points at it lets go. */
   void (*conn_gone)(rmx_conn_t *c);              /* xfer/xfer.c */
+  /* reg.c: m's name goes (c NULL: deregistering), or c's key to m does. */
+  void (*name_forget)(rmx_mem_t *m, rmx_conn_t *c); /* names.c */
 } rmx__upcalls_t;
 
 /* ---- objects ---- */
@@ -390,7 +393,7 @@ struct rmx_conn {
   rmx_list_t grants;    /* rmx__grant_t: keys packed for this peer alone */
   rmx_list_t xfers;     /* rmx_xfer_t prepared on it (src/xfer/xfer.c) */
   rmx_list_t notifq;    /* notifications kept for rmx_notify_take (src/xfer/notify.c) */
-  struct rmx__names_conn *names; /* names looked up on it (src/mem/names.c), or NULL */
+  struct rmx__names_conn *names; /* names looked up on it (src/names.c), or NULL */
   rmx_list_t calls[RMX_CALL_BUCKETS]; /* our RPC calls by id */
   uint32_t rpc_out, rpc_in;
   uint64_t rpc_held_bytes; /* requests waiting for a handler slot, copied */
@@ -438,10 +441,11 @@ struct rmx_ctx {
   uint32_t nmems;  /* user registrations not yet released */
   uint64_t mem_reg_bytes; /* their bytes */
   uint32_t nxfers; /* transfer requests not yet released */
-  struct rmx__names *names; /* published registrations (src/mem/names.c), or NULL */
+  struct rmx__names *names; /* published registrations (src/names.c) */
   uint64_t nconns; /* on ctx->conns (rmx_ctx_stats) */
   int handles; /* internal uv handles not yet closed */
   rmx_list_t closing;   /* orderly closes with a deadline, oldest first */
+  uint32_t nmetas;      /* metadata handles not yet closed (src/meta) */
   uv_timer_t close_timer;
   rmx__upcalls_t up;
   const rmx__op_class_t *opc[RMX_OP_KINDS];
@@ -563,6 +567,8 @@ void rmx__rpc_fail_all(rmx_conn_t *c, int status);
 /* The context is being destroyed: requests never answered end with it. */
 void rmx__rpc_drop_unanswered(rmx_conn_t *c);
 void rmx__rpc_ctx_init(rmx_ctx_t *ctx);
+int rmx__rpc_serve(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler fn, void *arg); /* any id */
+int rmx__rpc_notify(rmx_conn_t *c, uint32_t id, const void *data, size_t len); /* one-way */
 void rmx__rpc_ctx_fini(rmx_ctx_t *ctx);
 void rmx__rma_progress(rmx_conn_t *c);
 extern const rmx__op_class_t rmx__rma_class;

@@ -14,6 +14,10 @@
  * rpc_max_inflight requests are with handlers per connection; more wait,
  * copied, without their receive credit returned, so a flood stalls at the
  * sender instead of growing here. Replies never wait behind them.
+ *
+ * Ids from RMX_RPC_ID_RESERVED up are rmx's own (src/names.c serves two).
+ * A request with call id 0 is one-way: its handler still answers it, to
+ * release it, but nothing goes back, not even RMX_ENOHANDLER.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +80,14 @@ static rmx__handler_t *handler_find(rmx_ctx_t *ctx, uint32_t id)
 
 int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler fn, void *arg)
 {
-  if (!ctx || !fn)
+  if (!ctx || !fn || id >= RMX_RPC_ID_RESERVED)
     return RMX_EINVAL;
+  return rmx__rpc_serve(ctx, id, fn, arg);
+}
+
+/* rmx's own handlers, on the reserved ids (src/names.c). */
+int rmx__rpc_serve(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler fn, void *arg)
+{
   if (handler_find(ctx, id))
     return RMX_EALREADY;
   rmx__handler_t *h = malloc(sizeof(*h));
@@ -256,6 +266,18 @@ int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len, uint32
   return 0;
 }
 
+/* A one-way request (call id 0): nothing is kept, no reply comes. Small
+ * enough to go eager (copied); 0, or why it could not be sent. */
+int rmx__rpc_notify(rmx_conn_t *c, uint32_t id, const void *data, size_t len)
+{
+  rmx_wire_rpc_t x = {.call_id = 0, .handler = id};
+  if (c->state != RMX_CS_ESTABLISHED)
+    return RMX_ENOTCONN;
+  if (len + RMX_WIRE_RPC_LEN > c->eager_max)
+    return RMX_EMSGSIZE;
+  return rmx__msg_send(c, data, len, NULL, RMX_FF_RPC_REQ, &x, NULL, NULL, NULL);
+}
+
 int rmx_rpc_cancel(rmx_conn_t *c, uint64_t call)
 {
   rmx__call_t *k = c ? call_find(c, call) : NULL;
@@ -283,8 +305,9 @@ static int reply_send(rmx_rpc_req_t *r, int status, const void *data, size_t len
 {
   rmx_conn_t *c = r->c;
   rmx_wire_rpc_t x = {.call_id = r->call_id, .status = status};
-  int rc = RMX_ENOTCONN;
-  if (c->state == RMX_CS_ESTABLISHED && r->epoch == c->epoch) { /* not to a reconnected peer */
+  /* Nothing goes to a reconnected peer, nor for a one-way request (call id 0). */
+  int rc = r->call_id ? RMX_ENOTCONN : 0;
+  if (r->call_id && c->state == RMX_CS_ESTABLISHED && r->epoch == c->epoch) {
     /* An eager reply is copied by the send itself (the narrow path, when
      * nothing waits ahead); a larger one goes from rmx's own copy, since
      * the caller's memory may go when this returns. */
@@ -340,7 +363,8 @@ static void dispatch(rmx_conn_t *c, const rmx_wire_rpc_t *x, const void *data, s
   if (!h) {
     rmx_wire_rpc_t e = {.call_id = x->call_id, .status = RMX_ENOHANDLER};
     RMX_LOG(c->ctx, DEBUG, "rpc: no handler %u", x->handler);
-    rmx__msg_send(c, NULL, 0, NULL, RMX_FF_RPC_REP, &e, NULL, NULL, NULL);
+    if (x->call_id) /* a one-way request: no reply */
+      rmx__msg_send(c, NULL, 0, NULL, RMX_FF_RPC_REP, &e, NULL, NULL, NULL);
     return;
   }
   rmx_list_t *n = rmx_list_pop(&c->ctx->free_reqs);

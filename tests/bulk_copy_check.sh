@@ -21,7 +21,10 @@ trap 'echo "bulk_copy_check: failed at line $LINENO (status $?); server:"; cat "
 printf x >"$dir/one"
 head -c $((50 * 1048576 + 123)) /dev/urandom >"$dir/big"
 for f in empty one big; do
-  "$bin/rmx-bulk-copy" serve "$scheme://$addr:0" "$dir/$f" >"$dir/log" &
+  # Emptied here, not by the redirection: the background child makes that
+  # when it gets to it, and the loop below could read the last server's line.
+  : >"$dir/log"
+  "$bin/rmx-bulk-copy" serve "$scheme://$addr:0" "$dir/$f" >>"$dir/log" &
   srv=$!
   # The server checksums the file first: 50 MiB under ASan on a loaded
   # machine took longer than a fixed 30 s once. Wait while it lives.

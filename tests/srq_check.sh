@@ -42,6 +42,11 @@ run reconnect RMX_RNR_RETRY=0 -- "$bin/rmx-reconnect" rdma
 run wait-fd RMX_RNR_RETRY=0 -- "$bin/rmx-wait-fd" rdma
 run guard RMX_RNR_RETRY=0 -- "$bin/rmx-guard-test" rdma
 run one-sided RMX_RNR_RETRY=0 RMX_KEEPALIVE_TIMEOUT_MS=120000 -- "$bin/rmx-one-sided" rdma
+# transfer requests on the small ring, and on a tiny one with the key
+# scope of a protection domain per connection (own receive queues: an SRQ
+# belongs to the device's domain)
+run xfer RMX_RNR_RETRY=0 -- "$bin/rmx-xfer-test" rdma
+run xfer-tiny-ring-pd RMX_SRQ=0 RMX_RNR_RETRY=0 RMX_SQ_DEPTH=3 RMX_KEY_SCOPE=pd -- "$bin/rmx-xfer-test" rdma
 run rpc RMX_RNR_RETRY=0 RMX_TEST_RPC_CALLS=2000 -- "$bin/rmx-rpc-test" rdma
 run burst-small-srq RMX_SRQ_DEPTH=16 RMX_LOG=error -- "$bin/rmx-burst" rdma 200 0 0
 run undrained RMX_RNR_RETRY=0 RMX_TEST_QP_ERR_FAILS=1 -- "$bin/rmx-conformance-undrained" rdma

@@ -22,7 +22,10 @@
  *   close() may be called from inside an event handler and must cope.
  * - Every send/read/write/atomic posted with success is reported exactly
  *   once through env->event (RMX_TP_EV_SEND / READ / WRITE / ATOMIC), and
- *   before RMX_TP_EV_CLOSED. After DISCONNECTED, what is still posted may
+ *   before RMX_TP_EV_CLOSED. A connection's reads and writes are reported in
+ *   the order they were posted (a transfer request names its failed entry by
+ *   that order: src/xfer/xfer.c; TCP answers them in order, verbs completes
+ *   its send queue in order). After DISCONNECTED, what is still posted may
  *   complete either way until close(): sends already queued on a TCP socket
  *   can still succeed, and at close() the rest fail with RMX_ECANCELED (the
  *   core reports the connection's error for them). On verbs the QP may

@@ -277,8 +277,9 @@ RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
  *   nothing else is active on the loop).
  * In every case the context must not be used after the call.
  * @param ctx  the context; NULL gives @ref RMX_EINVAL
- * @return 0, @ref RMX_EBUSY while a listener, connection or registration is open,
- *         @ref RMX_EALREADY when destruction already began.
+ * @return 0, @ref RMX_EBUSY while a listener, connection, registration or
+ *         metadata handle (until its on_closed) is open, @ref RMX_EALREADY
+ *         when destruction already began.
  */
 RMX_API int rmx_ctx_destroy(rmx_ctx_t *ctx);
 /**
@@ -581,6 +582,7 @@ RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on
 #include <rmx/rmx_xfer.h>  /* transfer requests, notifications, memory by name */
 #include <rmx/rmx_stats.h> /* rmx_ctx_stats */
 #include <rmx/rmx_group.h> /* one address, several contexts */
+#include <rmx/rmx_meta.h>  /* the metadata service (etcd) */
 
 #ifdef __cplusplus
 }

@@ -306,6 +306,11 @@ RMX_API int rmx_atomic_cswap(rmx_conn_t *c, rmx_rkey_t *rk, uint64_t offset, uin
 
 typedef struct rmx_rpc_req rmx_rpc_req_t; /**< A request a handler must answer. */
 
+/** The first of the RPC ids rmx keeps for itself (through 0xFFFFFFFF):
+ *  rmx_rpc_register() refuses them; rmx serves memory by name on them
+ *  (docs/protocol.md). */
+#define RMX_RPC_ID_RESERVED 0xFFFFFF00u
+
 /**
  * @brief A request arrived for this handler. @p data is valid during the
  * call. Answer exactly once, now or later, with rmx_rpc_reply(),
@@ -332,11 +337,11 @@ typedef void (*rmx_rpc_reply_cb)(rmx_conn_t *c, int status, const void *data, si
  * Every connection of the context, accepted or connected, serves it from
  * then on; there is no unregister (handlers live as long as the context).
  * @param ctx  the context
- * @param id  any 32-bit number the callers use
+ * @param id  a 32-bit number the callers use, below @ref RMX_RPC_ID_RESERVED
  * @param handler  runs from the loop for each request; not NULL
  * @param arg  passed to @p handler
- * @return 0, @ref RMX_EINVAL (@p ctx or @p handler NULL),
- *         @ref RMX_EALREADY (id taken), @ref RMX_ENOMEM
+ * @return 0, @ref RMX_EINVAL (@p ctx or @p handler NULL, or @p id one of
+ *         rmx's own), @ref RMX_EALREADY (id taken), @ref RMX_ENOMEM
  */
 RMX_API int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler handler, void *arg);
 

@@ -168,9 +168,11 @@ RMX_API int rmx_mem_publish(rmx_mem_t *m, const char *name);
 
 /**
  * @brief Withdraw @p m's name (rmx_mem_dereg() does it too): later lookups
- * are refused with @ref RMX_ENOENT, and every peer that looked it up is
- * told to forget what it cached. Keys already handed out stay valid until
- * rmx_mem_revoke() or rmx_mem_dereg().
+ * are refused with @ref RMX_ENOENT, and every peer holding a key to @p m
+ * is told to forget what it cached (a lookup it makes before that word
+ * arrives is still answered from its cache). Keys already handed out stay
+ * valid until rmx_mem_revoke() or rmx_mem_dereg(); rmx_mem_revoke() of a
+ * published registration tells that one peer to forget it too.
  * @param m  a registration
  * @return 0, @ref RMX_EINVAL (NULL), @ref RMX_ENOENT (no name)
  */
@@ -187,9 +189,11 @@ typedef void (*rmx_lookup_cb)(rmx_conn_t *c, int status, rmx_rkey_t *rk, void *a
  * @param c  an established connection
  * @param name  as rmx_mem_publish(); copied
  * @param timeout_ms  0: none
- * @param cb  runs exactly once, from the loop: 0, @ref RMX_ENOENT (no such
- *        name at the peer), @ref RMX_ENOTSUP (the peer does not serve
- *        names), @ref RMX_ETIMEDOUT, or why the connection went down
+ * @param cb  runs exactly once, from the loop (never inside this call, an
+ *        answer from the cache included): 0, @ref RMX_ENOENT (no such name
+ *        at the peer), @ref RMX_ENOTSUP (the peer does not serve names),
+ *        @ref RMX_ETIMEDOUT, @ref RMX_ECANCELED (@p c closed here), or why
+ *        the connection went down
  * @param arg  passed to @p cb
  * @return 0, @ref RMX_EINVAL (a NULL argument, a bad name),
  *         @ref RMX_ENOTCONN, @ref RMX_EAGAIN (rpc_max_inflight calls

@@ -123,6 +123,8 @@ void rmx_mem_dereg(rmx_mem_t *m)
   rmx_list_t *n;
   if (!m)
     return;
+  if (m->name) /* its name first: the peers that looked it up forget it */
+    m->ctx->up.name_forget(m, NULL);
   while ((n = m->grants.next) != &m->grants) /* windows go before their region */
     grant_release(rmx_container_of(n, rmx__grant_t, mem_link));
   for (int i = 0; i < RMX_TP_COUNT; i++)
@@ -224,6 +226,8 @@ int rmx_mem_revoke(rmx_mem_t *m, rmx_conn_t *c)
   rmx__grant_t *g = grant_find(m, c);
   if (!g)
     return RMX_ENOENT;
+  if (m->name) /* the peer forgets the key it found by name */
+    m->ctx->up.name_forget(m, c);
   grant_release(g);
   return 0;
 }

@@ -136,6 +136,8 @@ static void start_reads(rmx_conn_t *c)
 {
   rmx_list_t *n;
   int rc;
+  if (c->tp_state != RMX_TPS_OPEN)
+    return; /* closed under us (a refused post in read_done's progress): nothing more goes */
   size_t most = c->ops->io_max ? c->ops->io_max(c->tc) : SIZE_MAX;
   rmx_list_foreach(n, &c->rxq) {
     rmx__op_t *op = rmx_container_of(n, rmx__op_t, link);

@@ -36,6 +36,7 @@ struct rmx_xfer {
   uint8_t busy;    /* posted, not ended */
   uint8_t stop;    /* a part failed: post no more */
   uint8_t queued;  /* op is in c->rmaq */
+  uint8_t notifies; /* this post carries a notification (maybe of 0 bytes) */
   xseg_t *seg;
   size_t nseg;
   size_t *elen;    /* the entries' lengths, to name the one that failed */
@@ -84,12 +85,13 @@ static void parts_over(rmx_xfer_t *x)
     rmx__op_put(x->op);
     x->op = NULL;
   }
-  if (status == 0 && x->notify_len) {
+  if (status == 0 && x->notifies) {
     status = c ? rmx__msg_send(c, x->notify, x->notify_len, NULL, RMX_FF_NOTIFY, NULL,
                                notify_sent, x, NULL)
                : RMX_ENOTCONN;
     if (status == 0)
       return;
+    status = c ? rmx__op_status(c, status) : status; /* closed here: RMX_ECANCELED */
     x->failed = RMX_XFER_NO_ENTRY;
   }
   finish(x, status, x->failed);
@@ -145,8 +147,14 @@ static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
 {
   rmx_xfer_t *x = op->arg;
   if (status && !x->status) {
+    /* An entry is to blame for what the target refused (RMX_EACCES, or
+     * RMX_EINVAL), also where the refusal ended the connection (verbs: its
+     * DISCONNECTED comes first); for none where the connection was lost
+     * (canceled at close, reset, timed out): docs/transfer.md. */
     x->status = status;
-    x->failed = entry_at(x, x->rep_seg, x->rep_off);
+    x->failed = status == RMX_EACCES || status == RMX_EINVAL
+                    ? entry_at(x, x->rep_seg, x->rep_off)
+                    : RMX_XFER_NO_ENTRY;
     x->stop = 1;
   }
   size_t left = x->seg[x->rep_seg].len - x->rep_off;
@@ -307,6 +315,7 @@ int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer
   if (notify_len)
     memcpy(x->notify, notify, notify_len);
   x->notify_len = notify_len;
+  x->notifies = notify != NULL;
   x->busy = 1;
   x->stop = 0;
   x->status = 0;

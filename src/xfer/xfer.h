@@ -11,8 +11,5 @@ int rmx__notify_deliver(rmx_conn_t *c, const void *data, size_t len);
 /* c is being freed: its requests forget it, its kept notifications go. */
 void rmx__xfer_conn_gone(rmx_conn_t *c);
 void rmx__notify_conn_gone(rmx_conn_t *c);
-/* Published names (src/mem/names.c): c is being freed; the context ends. */
-void rmx__names_conn_gone(rmx_conn_t *c);
-void rmx__names_ctx_fini(rmx_ctx_t *ctx);
 
 #endif

@@ -58,7 +58,8 @@ int main(int argc, char **argv)
     T(close_same_turn_as_rpc_call), T(calls_after_close),
     T(sends_before_close_arrive), T(close_with_sends_waiting_for_credits),
     T(every_action_in_every_callback), T(every_action_in_failing_callbacks),
-    T(every_pair_in_one_turn),
+    T(every_pair_in_one_turn), T(every_xfer_action_in_every_callback),
+    T(every_xfer_pair_in_one_turn), T(every_action_in_failing_xfer_callbacks),
   };
   char name[64];
   snprintf(name, sizeof(name), "api-order/%s", scheme);

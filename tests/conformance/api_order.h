@@ -41,9 +41,10 @@ typedef struct trk {
   int issued, fired; /* send/op/reply callbacks promised, and run */
   int held;          /* requests with a handler here, not answered */
   rmx_rkey_t *rk;    /* the peer's region, on this connection */
+  int notifies;      /* notifications it got (on_notify or taken) */
 } trk_t;
 
-typedef enum { OP_SEND, OP_CALL, OP_RMA } op_kind_t;
+typedef enum { OP_SEND, OP_CALL, OP_RMA, OP_XFER } op_kind_t;
 
 typedef struct op {
   trk_t *t;
@@ -57,6 +58,9 @@ typedef struct op {
   size_t len;
   int check;    /* a reply must echo buf's pattern */
   int rc;       /* what the call returned */
+  struct xreq *xr; /* OP_XFER: the request posted (api_order_xfer.c) */
+  int notify, notified; /* OP_XFER: with a notification; times it arrived */
+  uint32_t seed;   /* OP_XFER: the pattern its bytes carry */
 } op_t;
 
 typedef struct held {
@@ -84,14 +88,14 @@ op_t *op_new(trk_t *t, op_kind_t kind);
 
 typedef enum {
   EV_CONNECTED, EV_ACCEPT, EV_RECV, EV_SENT, EV_REPLY, EV_HANDLER, EV_DISCONNECT, EV_OP, EV_IMM,
-  EV_CLOSED, EV_N
+  EV_CLOSED, EV_XFER, EV_NOTIFY, EV_N
 } ev_t;
 extern const char *const ev_names[EV_N];
 
 typedef enum {
   A_NONE, A_CLOSE, A_CLOSE_PEER, A_SEND_SMALL, A_SEND_LARGE, A_CALL_ECHO, A_CALL_HOLD,
   A_CALL_LARGE, A_CANCEL, A_CANCEL_TWICE, A_WRITE, A_READ, A_WRITE_IMM, A_REPLY,
-  A_REPLY_HELD, A_CLOSE_LISTENER, A_N
+  A_REPLY_HELD, A_CLOSE_LISTENER, A_XFER, A_XFER_NOTIFY, A_XFER_RELEASE, A_NOTIFY_TAKE, A_N
 } act_t;
 extern const char *const act_names[A_N];
 
@@ -121,6 +125,10 @@ void on_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg);
 void on_sent(rmx_conn_t *c, int status, void *arg);
 void on_reply(rmx_conn_t *c, int status, const void *data, size_t len, void *arg);
 void on_op(rmx_conn_t *c, int status, void *arg);
+/* The tracking every callback shares (api_order_track.c). */
+int cb_enter(trk_t *t, rmx_conn_t *c, const char *what);
+int op_fire(op_t *op, rmx_conn_t *c, int status, const char *what);
+void hook(ev_t ev, trk_t *t, rmx_rpc_req_t **req, int status);
 void h_echo(rmx_rpc_req_t *req, const void *data, size_t len, void *arg);
 void h_hold(rmx_rpc_req_t *req, const void *data, size_t len, void *arg);
 void answer(trk_t *t, rmx_rpc_req_t *req, const void *data, size_t len);
@@ -135,6 +143,21 @@ op_t *do_call(trk_t *t, uint32_t h, size_t len, uint32_t timeout_ms);
 int do_cancel(trk_t *t, op_t *op);
 op_t *do_rma(trk_t *t, act_t a);
 void run_act(act_t a, trk_t *t, rmx_rpc_req_t **req);
+/* The regions (api_order_world.c): each side's, and whether they exist. */
+extern uint8_t *regions[2];
+extern int regions_ready;
+rmx_rkey_t *unpack_for(trk_t *t);
+void check_rc(trk_t *t, const char *what, int rc, int busy_ok);
+
+/* ---- transfer requests and notifications (api_order_xfer.c) ---- */
+
+/* Post a request of t's (one that ended again, or a new one). */
+op_t *do_xfer(trk_t *t, int notify);
+void do_xfer_release(trk_t *t);
+void do_notify_take(trk_t *t);
+void on_notify(rmx_conn_t *c, const void *data, size_t len, void *arg);
+/* After every connection closed: the requests name none; release them. */
+void xfer_world_down(void);
 
 void turn(void);
 typedef int (*cond_fn)(void);
@@ -195,5 +218,8 @@ void close_with_sends_waiting_for_credits(void **state);
 void every_action_in_every_callback(void **state); /* api_order_matrix.c */
 void every_action_in_failing_callbacks(void **state);
 void every_pair_in_one_turn(void **state);
+void every_xfer_action_in_every_callback(void **state); /* api_order_xfer.c */
+void every_xfer_pair_in_one_turn(void **state);
+void every_action_in_failing_xfer_callbacks(void **state);
 
 #endif

@@ -31,7 +31,9 @@ static void workload(void)
   do_rma(CLT, A_WRITE);
   do_rma(CLT, A_READ);
   do_rma(CLT, A_WRITE_IMM);
+  do_xfer(CLT, 1); /* its notification: the server's on_notify */
   if (SVT && SVT->live) {
+    do_xfer(SVT, 1); /* the client keeps it */
     do_send(SVT, SMALL);
     do_send(SVT, LARGE);
     do_rma(SVT, A_WRITE_IMM);

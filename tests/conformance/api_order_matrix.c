@@ -34,6 +34,8 @@ void every_action_in_every_callback(void **state)
         if ((ev == EV_CONNECTED && side == SV) || (ev == EV_ACCEPT && side == CL) ||
             (ev == EV_HANDLER && side == CL) || (ev == EV_REPLY && side == SV))
           continue; /* no such event there in this workload */
+        if (ev == EV_XFER || ev == EV_NOTIFY)
+          continue; /* every_xfer_action_in_every_callback (api_order_xfer.c) */
         if (nth == 2 && (ev == EV_CONNECTED || ev == EV_ACCEPT || ev == EV_DISCONNECT ||
                          ev == EV_CLOSED || ev == EV_IMM || (ev == EV_RECV && side == CL) ||
                          (ev == EV_OP && side == SV)))

@@ -62,7 +62,7 @@ static trk_t *trk_find(rmx_conn_t *c)
 }
 
 /* Every callback starts here: is it allowed to run at all? */
-static int cb_enter(trk_t *t, rmx_conn_t *c, const char *what)
+int cb_enter(trk_t *t, rmx_conn_t *c, const char *what)
 {
   if (in_api)
     violation("%s ran from inside an API call", what);
@@ -90,7 +90,7 @@ op_t *op_new(trk_t *t, op_kind_t kind)
 }
 
 /* A send, op or reply callback: exactly once per call that returned 0. */
-static int op_fire(op_t *op, rmx_conn_t *c, int status, const char *what)
+int op_fire(op_t *op, rmx_conn_t *c, int status, const char *what)
 {
   if (!cb_enter(op->t, c, what))
     return 0;
@@ -111,11 +111,12 @@ static int op_fire(op_t *op, rmx_conn_t *c, int status, const char *what)
 
 const char *const ev_names[EV_N] = {"on_connected", "on_accept", "on_recv", "on_sent",
                                     "on_reply", "handler", "on_disconnect", "op callback",
-                                    "on_imm", "on_closed"};
+                                    "on_imm", "on_closed", "transfer callback", "on_notify"};
 const char *const act_names[A_N] = {
   "nothing", "close", "close the peer", "send small", "send large", "call echo",
   "call held", "call large", "cancel", "cancel twice", "write", "read", "write_imm",
-  "reply", "reply held", "close the listener"};
+  "reply", "reply held", "close the listener", "transfer", "transfer with a notification",
+  "release a transfer", "take a notification"};
 
 plan_t P[2];
 int plan_on;
@@ -126,7 +127,7 @@ int acts_run;
 
 /* Where every callback offers the case its turn. *req: a handler's request,
  * set to NULL once an action answered it. */
-static void hook(ev_t ev, trk_t *t, rmx_rpc_req_t **req, int status)
+void hook(ev_t ev, trk_t *t, rmx_rpc_req_t **req, int status)
 {
   ev_count[ev][t->side]++;
   for (int k = 0; plan_on && k < 2; k++) {
@@ -226,6 +227,10 @@ static void on_imm(rmx_conn_t *c, uint32_t imm, size_t len, void *arg)
 
 const rmx_conn_cbs_t tracked_cbs = {.on_recv = on_recv, .on_disconnect = on_disconnect,
                                    .on_imm = on_imm};
+/* The server takes notifications in on_notify; the client keeps them for
+ * rmx_notify_take (api_order_xfer.c). */
+static const rmx_conn_cbs_t tracked_sv_cbs = {.on_recv = on_recv, .on_disconnect = on_disconnect,
+                                              .on_imm = on_imm, .on_notify = on_notify};
 
 void on_connected(rmx_conn_t *c, int status, void *arg)
 {
@@ -249,7 +254,7 @@ void on_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
     violation("on_accept for a connection already known");
   trk_t *t = trk_new(c, SV);
   SVT = t;
-  rmx_conn_set_cbs(c, &tracked_cbs, t);
+  rmx_conn_set_cbs(c, &tracked_sv_cbs, t);
   hook(EV_ACCEPT, t, NULL, 0);
 }
 

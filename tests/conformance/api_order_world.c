@@ -19,11 +19,11 @@
 
 /* ---- the calls, each checked for what it may return ---- */
 
-static uint8_t *regions[2];
+uint8_t *regions[2];
 static rmx_mem_t *mems[2];
 static uint8_t blobs[2][RMX_RKEY_MAX];
 static size_t blob_len[2];
-static int regions_ready;
+int regions_ready;
 
 static int closing_seen(trk_t *t)
 {
@@ -32,7 +32,7 @@ static int closing_seen(trk_t *t)
 }
 
 /* 0, or an error that says why; after a local close, never 0. */
-static void check_rc(trk_t *t, const char *what, int rc, int busy_ok)
+void check_rc(trk_t *t, const char *what, int rc, int busy_ok)
 {
   if (t->close_called && rc == 0)
     violation("%s after a local close returned 0", what);
@@ -50,7 +50,7 @@ static uint8_t *patterned(size_t len)
   return p;
 }
 
-static rmx_rkey_t *unpack_for(trk_t *t)
+rmx_rkey_t *unpack_for(trk_t *t)
 {
   rmx_rkey_t *rk = NULL;
   int peer = t->side == CL ? SV : CL;
@@ -132,7 +132,7 @@ op_t *do_rma(trk_t *t, act_t a)
   op->buf = patterned(RMA_LEN);
   op->len = RMA_LEN;
   rmx_iov_t v = {op->buf, RMA_LEN, NULL};
-  uint64_t off = (next_off++ % (REGION / RMA_LEN)) * RMA_LEN;
+  uint64_t off = (next_off++ % (REGION / 2 / RMA_LEN)) * RMA_LEN; /* transfers: the top half */
   const char *what = a == A_WRITE ? "rmx_write" : a == A_READ ? "rmx_read" : "rmx_write_imm";
   int rc;
   in_api++;
@@ -178,6 +178,10 @@ void run_act(act_t a, trk_t *t, rmx_rpc_req_t **req)
     }
     break;
   case A_REPLY_HELD: answer_held(NULL); break;
+  case A_XFER: do_xfer(t, 0); break;
+  case A_XFER_NOTIFY: do_xfer(t, 1); break;
+  case A_XFER_RELEASE: do_xfer_release(t); break;
+  case A_NOTIFY_TAKE: do_notify_take(t); break;
   case A_CLOSE_LISTENER:
     if (lst) {
       in_api++;
@@ -353,6 +357,7 @@ void world_down(void)
       free(ops[i].buf); /* leaked only because of the bug reported */
       ops[i].buf = NULL;
     }
+  xfer_world_down();
   for (int i = 0; i < ntrk; i++)
     if (trks[i].rk) {
       rmx_rkey_release(trks[i].rk);

@@ -72,7 +72,7 @@ static void *stalled_peer(void *arg)
   put32(f, 32);
   f[4] = 1;                  /* HELLO */
   put32(h, 0x31584d52u);     /* magic */
-  h[4] = 3;                  /* protocol version */
+  h[4] = 4;                  /* protocol version (docs/protocol.md) */
   put32(h + 8, 1u << 20);    /* eager size */
   put32(h + 12, 64);         /* receive depth */
   put64(h + 16, 1ull << 30); /* largest message */

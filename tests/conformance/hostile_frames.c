@@ -127,7 +127,8 @@ static size_t b_rdreq_tflags(uint8_t *o)
 }
 static size_t b_kind11(uint8_t *o) { return tf(o, 11, 0); }
 static size_t b_kind0(uint8_t *o) { return tf(o, 0, 0); }
-static size_t b_data_flag4(uint8_t *o) { return msg_frame(o, F_DATA, 4, 0, "hi", 2); }
+static size_t b_data_flag8(uint8_t *o) { return msg_frame(o, F_DATA, 8, 0, "hi", 2); }
+static size_t b_data_flag5(uint8_t *o) { return msg_frame(o, F_DATA, 5, 0, "hi", 2); }
 static size_t b_credit_flag1(uint8_t *o)
 {
   uint8_t rpc[16] = {0};
@@ -138,6 +139,12 @@ static size_t b_rts_flag3(uint8_t *o)
   uint8_t body[48] = {0};
   p64(body + 16, 100000);
   return msg_frame(o, F_RTS, 3, 0, body, 48);
+}
+static size_t b_rts_flag4(uint8_t *o)
+{
+  uint8_t body[32] = {0};
+  p64(body + 16, 100000);
+  return msg_frame(o, F_RTS, 4, 0, body, 32);
 }
 static size_t b_kind15(uint8_t *o) { return tf(o, 15, 0); }
 /* Version 2's MSG: a stream frame of kind 4 around a whole rmx frame. */
@@ -240,9 +247,11 @@ static const bad_t bads[] = {
   {"RD_REQ with frame flags", 1, X_EPROTO, 0, b_rdreq_tflags},
   {"frame kind 11", 1, X_EPROTO, 0, b_kind11},
   {"frame kind 0", 1, X_EPROTO, 0, b_kind0},
-  {"DATA with flag 4", 1, X_EPROTO, 0, b_data_flag4},
+  {"DATA with flag 8", 1, X_EPROTO, 0, b_data_flag8},
+  {"DATA with flags 5 (notification and RPC request)", 1, X_EPROTO, 0, b_data_flag5},
   {"CREDIT with the RPC flag", 1, X_EPROTO, 0, b_credit_flag1},
   {"RTS with flags 3", 1, X_EPROTO, 0, b_rts_flag3},
+  {"RTS with flag 4 (a notification is DATA only)", 1, X_EPROTO, 0, b_rts_flag4},
   {"frame kind 15", 1, X_EPROTO, 0, b_kind15},
   {"version 2's MSG (kind 4)", 1, X_EPROTO, 0, b_old_msg},
   {"rmx type 0", 1, X_EPROTO, 0, b_rmx_type0},

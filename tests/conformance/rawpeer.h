@@ -19,7 +19,7 @@
 #ifdef HOSTILE_OLD_PROTOCOL
 #define VERSION 1 /* before keepalive */
 #else
-#define VERSION 3
+#define VERSION 4
 #endif
 #define HELLO_LEN 32
 #define CHUNK_MAX (256u << 10) /* RD_RESP data per frame */

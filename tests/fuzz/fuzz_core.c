@@ -9,12 +9,13 @@
  *
  * Checked on the way: every frame the core sends decodes, fits the peer's
  * eager size, and spends a credit the peer granted; the connection's close
- * callback runs exactly once.
+ * callback runs exactly once. Programs whose hello byte has bit 7 set also
+ * prepare, post and release transfer requests and send notifications
+ * (fuzz_core_xfer.c, which checks them).
  */
 #include <string.h>
 
-#include "fuzz.h"
-#include "rmx_int.h"
+#include "fuzz_core.h"
 
 #define QMAX 16 /* fake send queue: past it, RMX_EAGAIN */
 #define RMAX 64
@@ -28,6 +29,8 @@ typedef struct pend {
   void *dst; /* READ: where the data goes; WRITE: the source */
   size_t len;
   uint64_t *old; /* ATOMIC */
+  int xtag;      /* READ/WRITE of a transfer request: fx_rma_posted's tag */
+  uint32_t xgen;
   rmx_tp_sge_t sge[RMX_TP_MAX_SGE]; /* SEND: must stay valid until completed */
   int nsge;
 } pend_t;
@@ -46,14 +49,10 @@ static struct fake {
   int nrts;
 } fk;
 
-static struct app {
-  rmx_ctx_t *ctx;
-  rmx_conn_t *c;
-  int connected, disconnects, closed, app_closed;
-  uint64_t last_call;
-  rmx_rpc_req_t *held[8];
-  int nheld;
-} app;
+struct app app;
+size_t fk_io_max_now;
+int fk_fail_post;
+int fk_reorder;
 
 static uint8_t big[64 << 10]; /* message and RMA source: outlives every op */
 static volatile uint8_t touched;
@@ -112,6 +111,8 @@ static int fk_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op)
   }
   if (fr.type == RMX_FR_RTS)
     fk.rts_ids[fk.nrts++ % 8] = fr.u.rts.id;
+  if (fr.type == RMX_FR_DATA && fr.flags == RMX_FF_NOTIFY)
+    fx_notify_sent(&fr);
   pend_t *p = &fk.sends[fk.nsends++];
   *p = (pend_t){.type = RMX_TP_EV_SEND, .op = op, .nsge = n};
   memcpy(p->sge, sge, sizeof(*sge) * (size_t)n);
@@ -129,7 +130,15 @@ static int rma_post(pend_t p)
 static int fk_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *m, uint64_t raddr,
                    uint64_t rkey, void *op)
 {
-  return rma_post((pend_t){.type = RMX_TP_EV_READ, .op = op, .dst = dst, .len = len});
+  FUZZ_CHECK(len <= fk_io_max_now);
+  if (fk.nrmas == RMAX)
+    return RMX_EAGAIN;
+  if (fk_fail_post && !(fk_fail_post = 0))
+    return RMX_EIO; /* refused: never reported */
+  uint32_t gen = 0;
+  int tag = fx_rma_posted(op, RMX_TP_EV_READ, dst, len, raddr, rkey, &gen);
+  return rma_post((pend_t){.type = RMX_TP_EV_READ, .op = op, .dst = dst, .len = len,
+                           .xtag = tag, .xgen = gen});
 }
 static int fk_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t *m,
                     uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
@@ -139,8 +148,15 @@ static int fk_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t
     fk.peer_credits--;
   }
   touch(src, len);
+  FUZZ_CHECK(len <= fk_io_max_now);
+  if (fk.nrmas == RMAX)
+    return RMX_EAGAIN;
+  if (fk_fail_post && !(fk_fail_post = 0))
+    return RMX_EIO;
+  uint32_t gen = 0;
+  int tag = fx_rma_posted(op, RMX_TP_EV_WRITE, src, len, raddr, rkey, &gen);
   return rma_post((pend_t){.type = RMX_TP_EV_WRITE, .op = op, .dst = (void *)(uintptr_t)src,
-                           .len = len});
+                           .len = len, .xtag = tag, .xgen = gen});
 }
 static int fk_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
                      uint64_t cmp_add, uint64_t swap, uint64_t *old, void *op)
@@ -148,6 +164,7 @@ static int fk_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, ui
   return rma_post((pend_t){.type = RMX_TP_EV_ATOMIC, .op = op, .old = old});
 }
 static unsigned fk_caps(rmx_tp_conn_t *tc) { return RMX_TP_CAP_ATOMIC; }
+static size_t fk_io_max(rmx_tp_conn_t *tc) { return fk_io_max_now; }
 static void fk_flush(rmx_tp_conn_t *tc) {}
 static void fk_ready(rmx_tp_conn_t *tc) {}
 static struct rmx_tp_mem fake_mem;
@@ -165,6 +182,7 @@ static const rmx_tp_ops_t fake_ops = {
   .listen = fk_listen, .listen_addr = fk_listen_addr, .peer_addr = fk_peer_addr, .listen_close = fk_listen_close,
   .connect = fk_connect, .accept = fk_accept, .reject = fk_reject, .close = fk_close,
   .send = fk_send, .read = fk_read, .write = fk_write, .atomic = fk_atomic, .caps = fk_caps,
+  .io_max = fk_io_max,
   .flush = fk_flush, .ready = fk_ready, .mem_reg = fk_mem_reg, .mem_dereg = fk_mem_dereg, .mem_rkey = fk_mem_rkey,
 };
 
@@ -179,16 +197,28 @@ static void on_disconnect(rmx_conn_t *c, int status, void *arg)
 static void on_imm(rmx_conn_t *c, uint32_t imm, size_t len, void *arg) {}
 static void on_connected(rmx_conn_t *c, int status, void *arg)
 {
-  static const rmx_conn_cbs_t cbs = {.on_recv = on_recv, .on_disconnect = on_disconnect,
-                                     .on_imm = on_imm};
+  rmx_conn_cbs_t cbs = {.on_recv = on_recv, .on_disconnect = on_disconnect, .on_imm = on_imm};
   if (status == 0)
     app.connected = 1;
+  if (fx_on)
+    fx_cbs(&cbs);
   rmx_conn_set_cbs(c, &cbs, NULL);
 }
 static void on_sent(rmx_conn_t *c, int status, void *arg) { FUZZ_CHECK(!app.closed); }
 static void on_op(rmx_conn_t *c, int status, void *arg) { FUZZ_CHECK(!app.closed); }
 static void on_reply(rmx_conn_t *c, int status, const void *d, size_t len, void *arg) {}
-static void on_closed(rmx_conn_t *c, void *arg) { app.closed++; }
+static void on_closed(rmx_conn_t *c, void *arg)
+{
+  if (fx_on)
+    fx_closed(); /* the handle is still valid here */
+  app.closed++;
+}
+
+void fc_close(void)
+{
+  FUZZ_CHECK(!app.app_closed && rmx_conn_close(app.c, on_closed, NULL) == 0);
+  app.app_closed = 1;
+}
 
 static void rpc_echo(rmx_rpc_req_t *req, const void *data, size_t len, void *arg)
 {
@@ -219,18 +249,21 @@ static void complete_send(int status)
   ev(RMX_TP_EV_SEND, status, p.op, NULL, 0);
 }
 
-static void complete_rma(int status)
+static void complete_rma_at(int k, int status)
 {
-  pend_t p = fk.rmas[0];
-  memmove(fk.rmas, fk.rmas + 1, sizeof(pend_t) * (size_t)--fk.nrmas);
+  pend_t p = fk.rmas[k];
+  memmove(fk.rmas + k, fk.rmas + k + 1, sizeof(pend_t) * (size_t)(--fk.nrmas - k));
   if (status == 0 && p.type == RMX_TP_EV_READ)
     memset(p.dst, 'R', p.len);
   if (status == 0 && p.type == RMX_TP_EV_WRITE)
     touch(p.dst, p.len);
   if (status == 0 && p.type == RMX_TP_EV_ATOMIC)
     *p.old = 7;
+  if (p.xtag)
+    fx_rma_done(p.xtag, p.xgen, p.dst, p.len, status);
   ev(p.type, status, p.op, NULL, 0);
 }
+static void complete_rma(int status) { complete_rma_at(0, status); }
 
 /* The transport finishes closing: everything in flight fails, then CLOSED. */
 static void raise_closed(void)
@@ -243,6 +276,15 @@ static void raise_closed(void)
   ev(RMX_TP_EV_CLOSED, 0, NULL, NULL, 0);
 }
 
+int fc_alive(void) { return !fk.closed && !fk.broken; }
+
+/* A frame of the peer's that grants credits. */
+void fc_recv(const void *f, size_t n, unsigned credits)
+{
+  fk.peer_credits += credits; /* first: the core may spend them before the event returns */
+  ev(RMX_TP_EV_RECV, 0, NULL, f, n);
+}
+
 /* The transport died on its own: it says so, and then waits for close(). */
 static void break_transport(int status)
 {
@@ -251,20 +293,6 @@ static void break_transport(int status)
 }
 
 /* ---- the program ---- */
-
-typedef struct prog {
-  const uint8_t *p;
-  size_t n;
-} prog_t;
-
-static unsigned next8(prog_t *g)
-{
-  if (!g->n)
-    return 0;
-  g->n--;
-  return *g->p++;
-}
-static unsigned next16(prog_t *g) { unsigned lo = next8(g); return lo | next8(g) << 8; }
 
 /* Build a frame of the peer's from a few bytes: the usual way to be valid. */
 static void recv_built(prog_t *g)
@@ -366,7 +394,7 @@ static void app_rma(prog_t *g)
 
 static void step(prog_t *g)
 {
-  unsigned op = next8(g) % 13;
+  unsigned op = next8(g) % (fx_on ? 20 : 13);
   int alive = !fk.closed && !fk.broken; /* the transport still moves data */
   int usable = !app.app_closed;         /* the handle may be used */
 
@@ -397,8 +425,10 @@ static void step(prog_t *g)
     }
     break;
   case 3:
-    if (!fk.closed && fk.nrmas)
-      complete_rma(fk.broken ? RMX_ECONNRESET : next8(g) & 1 ? 0 : RMX_EACCES);
+    if (!fk.closed && fk.nrmas) {
+      int k = fk_reorder ? (int)(next8(g) % (unsigned)fk.nrmas) : 0; /* an order it forbids */
+      complete_rma_at(k, fk.broken ? RMX_ECONNRESET : next8(g) & 1 ? 0 : RMX_EACCES);
+    }
     break;
   case 4:
     if (usable)
@@ -426,18 +456,19 @@ static void step(prog_t *g)
       break_transport(next8(g) & 1 ? RMX_ECONNRESET : RMX_EIO);
     break;
   case 10:
-    if (usable) {
-      FUZZ_CHECK(rmx_conn_close(app.c, on_closed, NULL) == 0);
-      app.app_closed = 1;
-    }
+    if (usable)
+      fc_close();
     break;
   case 11:
     if (usable)
       rmx_rpc_cancel(app.c, app.last_call);
     break;
-  default:
+  case 12:
     if (app.nheld)
       rmx_rpc_reply(app.held[--app.nheld], "r", 1);
+    break;
+  default: /* 13..19, with fx_on */
+    fx_step(g, op - 13);
   }
 }
 
@@ -447,6 +478,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   rmx_config_t cfg;
   memset(&fk, 0, sizeof(fk));
   memset(&app, 0, sizeof(app));
+  fk_io_max_now = fake_ops.max_io;
+  fk_fail_post = fk_reorder = 0;
   FUZZ_CHECK(rmx_config_init(&cfg) == 0);
   cfg.rx_depth = 4;
   cfg.eager_size = 1024;
@@ -477,6 +510,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   h.eager_size = fk.peer_eager;
   h.rx_depth = fk.peer_depth;
   h.max_msg = h0 & 0x20 ? 4096 : 1 << 20;
+  fx_on = h0 >> 7;
+  if (fx_on)
+    fx_begin(&g, &h);
   rmx__wire_hello_encode(&h, hb);
   ev(RMX_TP_EV_ESTABLISHED, 0, NULL, hb, sizeof(hb));
   FUZZ_CHECK(app.connected);
@@ -486,7 +522,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
   /* Close, and play the transport's part until the core lets go. */
   if (!app.app_closed)
-    FUZZ_CHECK(rmx_conn_close(app.c, on_closed, NULL) == 0);
+    fc_close();
   for (int i = 0; !fk.closed_raised; i++) {
     FUZZ_CHECK(i < 10000); /* the core must get to close() */
     if (fk.closed)
@@ -502,6 +538,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rmx_rpc_reply(app.held[--app.nheld], "late", 4);
   uv_run(rmx_ctx_loop(app.ctx), UV_RUN_NOWAIT);
   FUZZ_CHECK(app.closed == 1);
+  if (fx_on)
+    fx_end();
   FUZZ_CHECK(rmx_ctx_destroy(app.ctx) == 0);
   return 0;
 }

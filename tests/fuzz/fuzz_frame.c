@@ -20,9 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
   FUZZ_CHECK(size >= RMX_WIRE_HDR_LEN && size - RMX_WIRE_HDR_LEN == rmx_get32(data + 4));
   FUZZ_CHECK(f.type >= RMX_FR_DATA && f.type <= RMX_FR_TYPE_MAX_);
-  size_t ext = f.flags ? RMX_WIRE_RPC_LEN : 0;
+  size_t ext = f.flags & RMX_FF_RPC ? RMX_WIRE_RPC_LEN : 0;
   FUZZ_CHECK(f.flags == 0 || ((f.flags == RMX_FF_RPC_REQ || f.flags == RMX_FF_RPC_REP) &&
-                              (f.type == RMX_FR_DATA || f.type == RMX_FR_RTS)));
+                              (f.type == RMX_FR_DATA || f.type == RMX_FR_RTS)) ||
+             (f.flags == RMX_FF_NOTIFY && f.type == RMX_FR_DATA)); /* no extension */
 
   uint8_t out[RMX_WIRE_CTRL_MAX];
   rmx_frame_t g;
@@ -33,6 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rmx__wire_hdr_encode(out, RMX_FR_DATA, f.credits, (uint32_t)f.payload_len);
     if (ext)
       rmx__wire_rpc_add(out, f.flags, out + RMX_WIRE_HDR_LEN, &f.rpc);
+    if (f.flags == RMX_FF_NOTIFY)
+      rmx__wire_notify_mark(out);
     FUZZ_CHECK(memcmp(out, data, RMX_WIRE_HDR_LEN + ext) == 0);
     break;
   case RMX_FR_RTS: {

@@ -54,7 +54,7 @@ def layer(name):
 
 # The core's layers, bottom up (docs/architecture.md).
 RANK = {'src/base': 0, 'src/registry': 1, 'src/mem': 1, 'src/rt': 2, 'src/msg': 3, 'src/conn': 4,
-        'src': 5}
+        'src/xfer': 4, 'src': 5, 'src/meta': 6}
 
 
 defs, refs = {}, {}
