@@ -313,7 +313,8 @@ int rmx_ctx_progress(rmx_ctx_t *ctx)
   /* Polling, the loop turns once every so many passes; in event and
    * adaptive progress the caller sleeps on the fd between calls, and every
    * call turns it (what woke the fd is the loop's). */
-  if (!ctx->dying && (ctx->cfg.progress != RMX_PROGRESS_POLL || rmx__progress_turn_due(ctx)))
+  if (!ctx->dying &&
+      (ctx->cfg.progress != RMX_PROGRESS_POLL || rmx__progress_turn_due(ctx, n)))
     rmx__progress_turn(ctx);
   ctx->running = 0;
   if (!ctx->dying)

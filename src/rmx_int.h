@@ -434,7 +434,8 @@ struct rmx_ctx {
   int dying;       /* rmx_ctx_destroy was called: finishing, then freed */
   int running;     /* inside rmx_ctx_run */
   int stop;        /* rmx_ctx_stop was called (the spinning rmx_ctx_run) */
-  unsigned passes; /* fast-path passes since the loop last turned */
+  unsigned passes, busy; /* fast-path passes since the loop last turned; of them, with work */
+  uint64_t turned_at;      /* uv_hrtime of the last turn while spinning */
   int turn_due;    /* a transport saw input only the loop's turn reads */
   int in_cb;       /* inside one of rmx's loop callbacks (user callbacks run there) */
   int torn_down;

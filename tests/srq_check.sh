@@ -36,6 +36,7 @@ run fastpath RMX_RNR_RETRY=0 -- "$bin/rmx-fastpath" rdma
 run fastpath-tiny-ring RMX_RNR_RETRY=0 RMX_SQ_DEPTH=3 -- "$bin/rmx-fastpath" rdma
 run rpc-tiny-ring-own-rq RMX_SRQ=0 RMX_RNR_RETRY=0 RMX_SQ_DEPTH=3 RMX_TEST_RPC_CALLS=2000 -- "$bin/rmx-rpc-test" rdma
 run fastpath-poll RMX_RNR_RETRY=0 RMX_PROGRESS=poll -- "$bin/rmx-fastpath" rdma
+run busy-poll RMX_RNR_RETRY=0 -- "$bin/rmx-busy-poll" rdma
 run api-order-poll RMX_RNR_RETRY=0 RMX_PROGRESS=poll -- "$bin/rmx-api-order" rdma
 run liveness RMX_RNR_RETRY=0 -- "$bin/rmx-liveness" rdma
 run reconnect RMX_RNR_RETRY=0 -- "$bin/rmx-reconnect" rdma

@@ -13,7 +13,9 @@
  * 9 us); libuv's own deadline (uv_backend_timeout) is only true after it
  * read the clock. A pass that finds nothing costs a CQ poll or a recv, so
  * the count bounds how late a timer, a connection event or a post can be
- * to a few hundred empty polls (microseconds on hardware).
+ * to a few hundred empty polls (microseconds on hardware). Passes that find
+ * work are another matter: each may take long, so every so many of them
+ * the clock is read after all (rmx__progress_turn_due).
  */
 #include "rmx_int.h"
 
@@ -55,12 +57,13 @@ int rmx__progress_pass(rmx_ctx_t *ctx)
  * uv_run does: nonzero while something keeps the loop alive. */
 int rmx__progress_turn(rmx_ctx_t *ctx)
 {
-  ctx->passes = 0;
+  ctx->passes = ctx->busy = 0;
   ctx->turn_due = 0;
   atomic_store_explicit(&ctx->post_due, 0, memory_order_relaxed); /* the turn runs them */
   uv_ref((uv_handle_t *)&ctx->async);
   int alive = uv_run(ctx->loop, UV_RUN_NOWAIT);
   uv_unref((uv_handle_t *)&ctx->async);
+  ctx->turned_at = uv_hrtime();
   return alive;
 }
 
@@ -78,7 +81,8 @@ void rmx__progress_spin(rmx_ctx_t *ctx)
   unsigned empty = 0;
   ctx->stop = 0;
   while (!ctx->stop && !ctx->dying) {
-    if (rmx__progress_pass(ctx)) {
+    int found = rmx__progress_pass(ctx);
+    if (found) {
       quiet = 0;
       empty = 0;
     } else if (spin_ns && ++empty % RMX__CLOCK_EVERY == 0) {
@@ -97,7 +101,7 @@ void rmx__progress_spin(rmx_ctx_t *ctx)
     }
     if (ctx->stop || ctx->dying)
       break;
-    if (rmx__progress_turn_due(ctx) && !rmx__progress_turn(ctx))
+    if (rmx__progress_turn_due(ctx, found) && !rmx__progress_turn(ctx))
       break;
   }
   ctx->stop = 0;

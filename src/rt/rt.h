@@ -47,12 +47,22 @@ void rmx__defer_run(rmx_ctx_t *ctx);
 int rmx__progress_pass(rmx_ctx_t *ctx);
 /* One non-blocking turn of the loop (timers, connection events, posts). */
 int rmx__progress_turn(rmx_ctx_t *ctx);
-/* Counts a pass: is a turn due after it (every RMX__TURN_EVERY passes, or
- * at once when a transport asked or another thread posted)? */
-static inline int rmx__progress_turn_due(rmx_ctx_t *ctx)
+#define RMX__BUSY_CLOCK_EVERY 16 /* passes with work between two clock reads */
+#define RMX__TURN_NS 1000000ull  /* turn at least this often while passes find work */
+/* Counts a pass that found work (found > 0) or not: is a turn due after it
+ * (every RMX__TURN_EVERY passes, or at once when a transport asked or
+ * another thread posted)? Passes with work can each take long (a transport
+ * that moves the bytes inside the post, as SoftRoCE does: milliseconds),
+ * and a count alone then let timers, keepalives among them, wait for
+ * seconds: every RMX__BUSY_CLOCK_EVERY of those the clock is read (cheap
+ * beside the work) and a turn is due after RMX__TURN_NS. */
+static inline int rmx__progress_turn_due(rmx_ctx_t *ctx, int found)
 {
-  return ++ctx->passes >= RMX__TURN_EVERY || ctx->turn_due ||
-         atomic_load_explicit(&ctx->post_due, memory_order_relaxed);
+  if (++ctx->passes >= RMX__TURN_EVERY || ctx->turn_due ||
+      atomic_load_explicit(&ctx->post_due, memory_order_relaxed))
+    return 1;
+  return found > 0 && ++ctx->busy % RMX__BUSY_CLOCK_EVERY == 0 &&
+         uv_hrtime() - ctx->turned_at >= RMX__TURN_NS;
 }
 /* rmx_ctx_run in poll and adaptive progress. */
 void rmx__progress_spin(rmx_ctx_t *ctx);
