@@ -23,8 +23,8 @@ fi
 # In the VM the host's tree is 9p, where pytest's unlinked capture files
 # cannot be truncated: keep temporary files on the VM's tmpfs.
 [ -z "${RXE_VM:-}" ] || export TMPDIR=/dev/shm
-export RMX_PY_URI="$scheme://${RMX_TEST_ADDR:-${RXE_VM_ADDR:-127.0.0.1}}:0"
-export RMX_BIN=$build/bin
+export RMXPY_URI="$scheme://${RMX_TEST_ADDR:-${RXE_VM_ADDR:-127.0.0.1}}:0"
+export RMXPY_BIN=$build/bin
 cd "$out"
 PYTHONPATH=$out exec "$py" -m pytest -q -p no:cacheprovider -c "$src/python/pyproject.toml" \
   --rootdir "$src/python" "$src/python/tests" "$@"

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Fixtures of the rmx package's tests: a server and a client context on the
-test's event loop, joined by one connection over RMX_PY_URI (tcp loopback
+test's event loop, joined by one connection over RMXPY_URI (tcp loopback
 unless python_check.sh names rdma)."""
 import os
 
@@ -8,7 +8,7 @@ import pytest
 
 import rmx
 
-URI = os.environ.get("RMX_PY_URI", "tcp://127.0.0.1:0")
+URI = os.environ.get("RMXPY_URI", "tcp://127.0.0.1:0")
 
 
 class Pair:

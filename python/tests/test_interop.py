@@ -12,9 +12,9 @@ from conftest import URI, pattern
 
 import rmx
 
-BIN = os.environ.get("RMX_BIN", "")
+BIN = os.environ.get("RMXPY_BIN", "")
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "rmx-echo")),
-                                reason="RMX_BIN has no rmx-echo")
+                                reason="RMXPY_BIN has no rmx-echo")
 KV_PUT, KV_GET, KV_DEL = 1, 2, 3
 
 
