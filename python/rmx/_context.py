@@ -86,6 +86,7 @@ class Context:
         self._reqs: Dict[int, asyncio.Task] = {}
         self._tasks: Set[asyncio.Task] = set()
         self._mems: Set[Any] = set()
+        self._rkeys: Set[Any] = set()
         self._ops = 0
         self._closing: Optional[asyncio.Future] = None
         self._loop.add_reader(self._fd, self._progress)
@@ -282,6 +283,8 @@ class Context:
                              return_exceptions=True)
         for m in list(self._mems):
             m.close()
+        for k in list(self._rkeys):
+            k._free()
         rc = lib.rmx_ctx_destroy(self._ctx)
         self._loop.remove_reader(self._fd)
         for h in (self._soon, self._timer):

@@ -81,7 +81,8 @@ class Memory:
 
 
 class RemoteKey:
-    """A peer's memory, unpacked on one connection (Connection.unpack_key)."""
+    """A peer's memory, unpacked on one connection (Connection.unpack_key).
+    ``release()`` it when done; Context.close() releases those left."""
 
     def __init__(self, conn: "Connection", blob: Any) -> None:
         n, ptr, keep = reg.buffer_of(blob)
@@ -96,6 +97,7 @@ class RemoteKey:
         self._busy = 0
         self._dead = False
         self.size: int = lib.rmx_rkey_size(self._rk)
+        conn._ctx._rkeys.add(self)
 
     def _op_done(self) -> None:
         self._busy -= 1
@@ -106,6 +108,7 @@ class RemoteKey:
         if self._rk is not None:
             lib.rmx_rkey_release(self._rk)
             self._rk = None
+            self._conn._ctx._rkeys.discard(self)
 
     def release(self) -> None:
         """Release the key (at once, or when its last operation completes)."""

@@ -2,6 +2,7 @@
 """Fixtures of the rmx package's tests: a server and a client context on the
 test's event loop, joined by one connection over RMXPY_URI (tcp loopback
 unless python_check.sh names rdma)."""
+import asyncio
 import os
 
 import pytest
@@ -26,6 +27,19 @@ class Pair:
         self.cli_conn = await self.cli.connect(self.listener.uri)
         self.srv_conn = await self.listener.accept()
         return self.cli_conn, self.srv_conn
+
+
+@pytest.fixture(autouse=True)
+async def loop_errors():
+    """What reached the loop's exception handler (an exception in an rmx
+    callback, a handler's failure): a test fails with any it did not take
+    out of this list itself."""
+    seen = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda lp, context: seen.append(context))
+    yield seen
+    loop.set_exception_handler(None)
+    assert not seen, [c.get("exception") or c.get("message") for c in seen]
 
 
 @pytest.fixture

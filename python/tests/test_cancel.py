@@ -37,6 +37,8 @@ async def test_cancelled_call(pair):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    await settle(pair.cli)  # cancelled in rmx: over before the handler answers
+    assert pair.srv.stats()["py_requests"] == 1
     gate.set()
     assert await cli.call(1, b"b") == b"b"  # the connection carries on
     await settle(pair.cli, pair.srv)
