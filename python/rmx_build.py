@@ -101,6 +101,15 @@ typedef struct rmx_conn_cbs {
 
 typedef struct rmx_iov { void *addr; size_t len; rmx_mem_t *mem; ...; } rmx_iov_t;
 
+typedef struct rmx_xfer rmx_xfer_t;
+typedef enum rmx_xfer_op { RMX_XFER_WRITE, RMX_XFER_READ, ... } rmx_xfer_op_t;
+typedef struct rmx_xfer_entry {
+  void *addr; size_t len; rmx_mem_t *mem; rmx_rkey_t *rkey; uint64_t offset; ...;
+} rmx_xfer_entry_t;
+typedef void (*rmx_xfer_cb)(rmx_xfer_t *, int, size_t, void *);
+#define RMX_XFER_MAX_ENTRIES ...
+#define RMX_XFER_NO_ENTRY ...
+
 unsigned rmx_version(void);
 const char *rmx_version_string(void);
 const char *rmx_strerror(int err);
@@ -138,6 +147,14 @@ int rmx_write(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_t *rk,
 int rmx_read(rmx_conn_t *c, const rmx_iov_t *iov, int iovcnt, rmx_rkey_t *rk,
              uint64_t offset, rmx_op_cb cb, void *arg);
 
+int rmx_xfer_prep(rmx_conn_t *c, rmx_xfer_op_t op, const rmx_xfer_entry_t *e, size_t n,
+                  rmx_xfer_t **x);
+int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer_cb cb,
+                  void *arg);
+int rmx_xfer_status(const rmx_xfer_t *x, size_t *failed);
+int rmx_xfer_release(rmx_xfer_t *x);
+int rmx_notify_take(rmx_conn_t *c, void *buf, size_t cap, size_t *len);
+
 int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler handler, void *arg);
 int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len,
                  uint32_t timeout_ms, rmx_rpc_reply_cb on_reply, void *arg, uint64_t *call);
@@ -154,6 +171,7 @@ extern "Python" {
   void _py_on_closed(rmx_conn_t *, void *);
   void _py_on_rpc(rmx_rpc_req_t *, const void *, size_t, void *);
   void _py_on_reply(rmx_conn_t *, int, const void *, size_t, void *);
+  void _py_on_xfer(rmx_xfer_t *, int, size_t, void *);
 }
 """
 

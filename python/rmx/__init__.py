@@ -18,10 +18,11 @@ from ._conn import Connection, Listener
 from ._context import Context, get_context
 from ._mem import Memory, RemoteKey
 from ._rmx_cffi import ffi as _ffi, lib as _lib
+from ._xfer import Transfer
 from .errors import (ConnectionClosed, RmxConnectionError, RmxError, RmxThreadError,
                      RmxTimeoutError)
 
-__all__ = ["Context", "Connection", "Listener", "Memory", "RemoteKey", "RmxError",
+__all__ = ["Context", "Connection", "Listener", "Memory", "RemoteKey", "Transfer", "RmxError",
            "RmxTimeoutError", "RmxConnectionError", "ConnectionClosed", "RmxThreadError",
            "connect", "listen", "get_context", "library_version", "__version__"]
 __version__ = "0.1.0"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Union
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Sequence,
+                    Tuple, Union)
 
 from . import _registry as reg
 from ._rmx_cffi import ffi, lib
@@ -14,6 +15,7 @@ from .errors import ConnectionClosed, RmxError, make_error
 if TYPE_CHECKING:
     from ._context import Context
     from ._mem import RemoteKey
+    from ._xfer import Transfer
 
 Buffer = Any  # any object of the buffer protocol (bytes, bytearray, memoryview, numpy, mmap)
 _CBS = reg.conn_cbs()
@@ -49,6 +51,7 @@ class Connection:
         self._closed: Optional[asyncio.Future] = None
         self._inflight = 0
         self._slot_waiters: collections.deque = collections.deque()
+        self._notify_waiters: collections.deque = collections.deque()
         self.transport = ""
         ctx._conns[self._tok] = self
 
@@ -99,6 +102,7 @@ class Connection:
         self._c = None
         self._ctx._conns.pop(self._tok, None)
         self._fail_waiters(0)
+        self._poll_notifications()
         if self._closed is not None and not self._closed.done():
             self._closed.set_result(None)
 
@@ -235,6 +239,56 @@ class Connection:
         st = ffi.new("rmx_conn_stats_t *")
         lib.rmx_conn_stats(c, st)
         return {f: getattr(st, f) for f, _ in ffi.typeof("rmx_conn_stats_t").fields}
+
+    # -- transfer requests and notifications ------------------------------
+    def prepare(self, op: str, entries: Sequence[Tuple[Buffer, "RemoteKey", int]]) -> "Transfer":
+        """A transfer request: ``op`` ``"write"`` or ``"read"``, ``entries``
+        (local buffer, the peer's key, offset) tuples; see rmx.Transfer."""
+        from ._xfer import Transfer
+        return Transfer(self, op, entries)
+
+    def take_notification(self) -> Optional[bytes]:
+        """The oldest notification of the peer's transfers waiting here, or
+        None. Until taken, each holds one of this side's receive credits
+        (the peer cannot queue more than this side has receive buffers)."""
+        self._ctx._check()
+        if self._c is None:
+            raise _closed_error("notification")
+        from ._xfer import take_notification
+        return take_notification(self)
+
+    async def notification(self) -> bytes:
+        """Wait for the next notification of the peer's transfers: its bytes
+        come once every byte of that post is in place here. Raises as
+        recv() does once the connection is down and none is left."""
+        msg = self.take_notification()
+        if msg is not None:
+            return msg
+        if self._state != _OPEN:
+            raise _closed_error("notification", self._down or 0)
+        fut = self._ctx._loop.create_future()
+        self._notify_waiters.append(fut)
+        self._ctx._notify_conns.add(self)
+        return await fut
+
+    def _poll_notifications(self) -> None:
+        """After progress: hand waiting notifications to waiting tasks."""
+        waiters = self._notify_waiters
+        while waiters and self._c is not None:
+            if waiters[0].done():
+                waiters.popleft()
+                continue
+            msg = self.take_notification()
+            if msg is None:
+                break
+            waiters.popleft().set_result(msg)
+        if self._state != _OPEN:
+            while waiters:
+                w = waiters.popleft()
+                if not w.done():
+                    w.set_exception(_closed_error("notification", self._down or 0))
+        if not waiters:
+            self._ctx._notify_conns.discard(self)
 
     # -- one-sided ---------------------------------------------------------
     def unpack_key(self, blob: Buffer) -> "RemoteKey":

@@ -87,6 +87,9 @@ class Context:
         self._tasks: Set[asyncio.Task] = set()
         self._mems: Set[Any] = set()
         self._rkeys: Set[Any] = set()
+        self._xfers: Set[Any] = set()
+        self._notify_conns: Set[Connection] = set()
+        self._nbuf = ffi.new("char[]", max(256, cfg.eager_size))
         self._ops = 0
         self._closing: Optional[asyncio.Future] = None
         self._loop.add_reader(self._fd, self._progress)
@@ -99,6 +102,8 @@ class Context:
         rc = lib.rmx_ctx_progress(self._ctx)
         if rc < 0:
             reg.report(make_error(rc, "rmx_ctx_progress"), "rmx progress failed")
+        for conn in list(self._notify_conns):
+            conn._poll_notifications()
         if self._ctx is not None:
             self._rearm()
 
@@ -281,6 +286,8 @@ class Context:
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in list(self._conns.values())),
                              return_exceptions=True)
+        for x in list(self._xfers):
+            x._free()
         for m in list(self._mems):
             m.close()
         for k in list(self._rkeys):

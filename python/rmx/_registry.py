@@ -118,7 +118,10 @@ class Op:
         if fut.done():  # the awaiting task was cancelled
             return
         if status < 0:
-            fut.set_exception(make_error(status, self.what))
+            err = make_error(status, self.what)
+            if self.what == "transfer":
+                err.failed = result
+            fut.set_exception(err)
         else:
             fut.set_result(result)
 
@@ -175,6 +178,13 @@ def _py_on_reply(c, status, data, n, arg):
     op = _find(arg, take=True)
     if op is not None:
         op.finish(status, _bytes(data, n) if status == 0 else None)
+
+
+@ffi.def_extern(onerror=_onerror)
+def _py_on_xfer(x, status, failed, arg):
+    op = _find(arg, take=True)
+    if op is not None:
+        op.finish(status, None if failed == lib.RMX_XFER_NO_ENTRY else failed)
 
 
 @ffi.def_extern(onerror=_onerror)

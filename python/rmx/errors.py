@@ -16,11 +16,14 @@ class RmxError(Exception):
         code: the negative RMX_E* code (``rmx.errors.codes`` maps names to codes)
         name: its symbolic name, e.g. ``"RMX_ECONNRESET"``
         text: rmx_strerror()'s sentence
+        failed: for a transfer request, the index of the first entry that
+            failed (None: no entry is to blame, or not a transfer)
     """
 
     code: int = 0
     name: str = "RMX_OK"
     text: str = ""
+    failed: Optional[int] = None
 
 
 class RmxTimeoutError(RmxError, TimeoutError):
