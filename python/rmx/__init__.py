@@ -14,7 +14,7 @@ connections, messages, RPC, one-sided memory, errors, cancellation.
 """
 from typing import Optional
 
-from ._conn import Connection, Listener
+from ._conn import AcceptHandler, Connection, Listener
 from ._context import Context, get_context
 from ._mem import Memory, RemoteKey
 from ._rmx_cffi import ffi as _ffi, lib as _lib
@@ -38,6 +38,6 @@ async def connect(uri: str) -> Connection:
     return await get_context().connect(uri)
 
 
-async def listen(uri: str, on_accept: Optional[object] = None) -> Listener:
+async def listen(uri: str, on_accept: Optional[AcceptHandler] = None) -> Listener:
     """Listen with the running loop's default context (get_context())."""
-    return await get_context().listen(uri, on_accept)  # type: ignore[arg-type]
+    return await get_context().listen(uri, on_accept)

@@ -77,10 +77,10 @@ async def test_cancelled_post_ends_once_and_release_waits(pair):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert xfer.posted
-    with pytest.raises(rmx.RmxError) as e:
-        await xfer.post()
-    assert e.value.name == "RMX_EBUSY"
+    if xfer.posted:  # still under way (over TCP always; RDMA may be done)
+        with pytest.raises(rmx.RmxError) as e:
+            await xfer.post()
+        assert e.value.name == "RMX_EBUSY"
     xfer.release()  # deferred until the post ends
     assert await srv.notification() == b"done"
     assert region == src
