@@ -154,14 +154,7 @@ int main(int argc, char **argv)
   int fds[2];
   if (argc < 2)
     FAIL("usage: rmx-busy-poll tcp|rdma");
-  if (strcmp(argv[1], "rdma") == 0) {
-    const char *a = getenv("RMX_TEST_ADDR") ? getenv("RMX_TEST_ADDR") : getenv("RXE_VM_ADDR");
-    if (!a)
-      FAIL("rdma needs RMX_TEST_ADDR or RXE_VM_ADDR");
-    snprintf(uri, sizeof(uri), "rdma://%s:0", a);
-  } else {
-    snprintf(uri, sizeof(uri), "tcp://127.0.0.1:0");
-  }
+  listen_uri(argv[1], uri, sizeof(uri));
   alarm(120);
   if (pipe(fds))
     FAIL("pipe");

@@ -274,14 +274,7 @@ int main(int argc, char **argv)
   const char *scheme = argc > 1 ? argv[1] : "tcp";
   char uri[160], bound[128];
   int count[NMEM];
-  if (strcmp(scheme, "rdma") == 0) {
-    const char *a = getenv("RMX_TEST_ADDR") ? getenv("RMX_TEST_ADDR") : getenv("RXE_VM_ADDR");
-    if (!a)
-      FAIL("rdma needs RMX_TEST_ADDR or RXE_VM_ADDR");
-    snprintf(uri, sizeof(uri), "rdma://%s:0", a);
-  } else {
-    snprintf(uri, sizeof(uri), "tcp://127.0.0.1:0");
-  }
+  listen_uri(scheme, uri, sizeof(uri));
   int rc = rmx_group_open(uri, &group);
   if (rc)
     FAIL("rmx_group_open %s: %s", uri, rmx_strerror(rc));

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <time.h>
 #include <rmx/rmx.h>
@@ -67,5 +68,21 @@ static inline void test_progress_until(const char *who, rmx_ctx_t *ctx, const in
 }
 
 #define progress_until(...) test_progress_until(TEST_NAME, __VA_ARGS__)
+
+/* A URI to listen on for scheme sch (any port): tcp on 127.0.0.1; rdma on
+ * $RMX_TEST_ADDR, else $RXE_VM_ADDR (the SoftRoCE VM's). FAIL without one. */
+static inline void test_listen_uri(const char *who, const char *sch, char *uri, size_t n)
+{
+  if (strcmp(sch, "rdma") == 0) {
+    const char *a = getenv("RMX_TEST_ADDR") ? getenv("RMX_TEST_ADDR") : getenv("RXE_VM_ADDR");
+    if (!a)
+      test_fail(who, "rdma needs RMX_TEST_ADDR or RXE_VM_ADDR");
+    snprintf(uri, n, "rdma://%s:0", a);
+  } else {
+    snprintf(uri, n, "tcp://127.0.0.1:0");
+  }
+}
+
+#define listen_uri(...) test_listen_uri(TEST_NAME, __VA_ARGS__)
 
 #endif

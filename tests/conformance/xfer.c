@@ -537,14 +537,7 @@ int main(int argc, char **argv)
   if (argc < 2)
     FAIL("usage: rmx-xfer-test tcp|rdma [filter]");
   W.rdma = strcmp(argv[1], "rdma") == 0;
-  if (W.rdma) {
-    const char *a = getenv("RMX_TEST_ADDR") ? getenv("RMX_TEST_ADDR") : getenv("RXE_VM_ADDR");
-    if (!a)
-      FAIL("rdma needs RMX_TEST_ADDR or RXE_VM_ADDR");
-    snprintf(uri, sizeof(uri), "rdma://%s:0", a);
-  } else {
-    snprintf(uri, sizeof(uri), "tcp://127.0.0.1:0");
-  }
+  listen_uri(argv[1], uri, sizeof(uri));
   alarm(600);
   if (rmx_ctx_create(&W.ctx, NULL, NULL) || rmx_listen(W.ctx, uri, on_accept, NULL, &W.l) ||
       rmx_listener_uri(W.l, uri, sizeof(uri)))
