@@ -154,6 +154,12 @@ int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer
 int rmx_xfer_status(const rmx_xfer_t *x, size_t *failed);
 int rmx_xfer_release(rmx_xfer_t *x);
 int rmx_notify_take(rmx_conn_t *c, void *buf, size_t cap, size_t *len);
+#define RMX_NAME_MAX ...
+typedef void (*rmx_lookup_cb)(rmx_conn_t *, int, rmx_rkey_t *, void *);
+int rmx_mem_publish(rmx_mem_t *m, const char *name);
+int rmx_mem_unpublish(rmx_mem_t *m);
+int rmx_mem_lookup(rmx_conn_t *c, const char *name, uint32_t timeout_ms, rmx_lookup_cb cb,
+                   void *arg);
 
 int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler handler, void *arg);
 int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len,
@@ -172,6 +178,7 @@ extern "Python" {
   void _py_on_rpc(rmx_rpc_req_t *, const void *, size_t, void *);
   void _py_on_reply(rmx_conn_t *, int, const void *, size_t, void *);
   void _py_on_xfer(rmx_xfer_t *, int, size_t, void *);
+  void _py_on_lookup(rmx_conn_t *, int, rmx_rkey_t *, void *);
 }
 """
 

@@ -297,6 +297,14 @@ class Connection:
         from ._mem import RemoteKey
         return RemoteKey(self, blob)
 
+    async def lookup(self, name: str, timeout: Optional[float] = None) -> "RemoteKey":
+        """The key to the memory the peer published as ``name``
+        (Memory.publish), for this connection alone: one round trip, then
+        from a cache until the peer withdraws the name. Raises RmxError:
+        RMX_ENOENT (no such name), RMX_ETIMEDOUT, or the connection's end."""
+        from ._mem import lookup
+        return await lookup(self, name, timeout)
+
     async def read(self, dst: Buffer, rkey: "RemoteKey", offset: int = 0) -> None:
         """Read len(dst) bytes at ``offset`` of the peer's memory into the
         writable buffer ``dst`` (borrowed until the read completes)."""

@@ -63,6 +63,28 @@ class Memory:
             raise make_error(rc, "pack")
         return ffi.buffer(blob, n[0])[:]
 
+    def publish(self, name: str) -> None:
+        """Publish this memory under ``name`` in its context: a peer gets a
+        key to it, for its connection alone, with ``Connection.lookup(name)``
+        (rmx_mem_publish). One name per registration; close() withdraws it."""
+        self._ctx._check()
+        if self._m is None:
+            raise make_error(lib.RMX_EINVAL, "publish: the memory is released")
+        rc = lib.rmx_mem_publish(self._m, name.encode("ascii"))
+        if rc < 0:
+            raise make_error(rc, "publish")
+
+    def unpublish(self) -> None:
+        """Withdraw the name: later lookups are refused (RMX_ENOENT) and the
+        peers that looked it up are told to forget it; keys already handed
+        out stay valid until close()."""
+        self._ctx._check()
+        if self._m is None:
+            raise make_error(lib.RMX_EINVAL, "unpublish: the memory is released")
+        rc = lib.rmx_mem_unpublish(self._m)
+        if rc < 0:
+            raise make_error(rc, "unpublish")
+
     def close(self) -> None:
         """Release the registration; peers' keys stop working at once."""
         if self._m is None:
@@ -81,18 +103,21 @@ class Memory:
 
 
 class RemoteKey:
-    """A peer's memory, unpacked on one connection (Connection.unpack_key).
-    ``release()`` it when done; Context.close() releases those left."""
+    """A peer's memory, unpacked on one connection (Connection.unpack_key)
+    or found by name (Connection.lookup). ``release()`` it when done;
+    Context.close() releases those left."""
 
-    def __init__(self, conn: "Connection", blob: Any) -> None:
-        n, ptr, keep = reg.buffer_of(blob)
-        prk = ffi.new("rmx_rkey_t **")
-        rc = lib.rmx_rkey_unpack(conn._usable("unpack_key"), ptr, n, prk)
-        if keep is not None:
-            ffi.release(keep)
-        if rc < 0:
-            raise make_error(rc, "unpack_key")
-        self._rk = prk[0]
+    def __init__(self, conn: "Connection", blob: Any, rk: Any = None) -> None:
+        if rk is None:
+            n, ptr, keep = reg.buffer_of(blob)
+            prk = ffi.new("rmx_rkey_t **")
+            rc = lib.rmx_rkey_unpack(conn._usable("unpack_key"), ptr, n, prk)
+            if keep is not None:
+                ffi.release(keep)
+            if rc < 0:
+                raise make_error(rc, "unpack_key")
+            rk = prk[0]
+        self._rk = rk
         self._conn = conn
         self._busy = 0
         self._dead = False
@@ -138,3 +163,17 @@ async def one_sided(conn: "Connection", write: bool, buf: Any, rkey: RemoteKey,
     op.refs = rkey
     conn._ctx._kick()
     await op.fut
+
+
+async def lookup(conn: "Connection", name: str, timeout: Optional[float]) -> RemoteKey:
+    """rmx_mem_lookup: the key to the memory the peer published as ``name``."""
+    c = conn._usable("lookup")
+    ms = 0 if timeout is None else max(1, int(timeout * 1000))
+    op = reg.Op(conn._ctx, "lookup", None)
+    rc = lib.rmx_mem_lookup(c, name.encode("ascii"), ms, lib._py_on_lookup, reg.as_arg(op.tok))
+    if rc < 0:
+        op.abandon()
+        raise make_error(rc, "lookup")
+    conn._ctx._kick()
+    rk = await op.fut
+    return RemoteKey(conn, None, rk)

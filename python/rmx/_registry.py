@@ -188,6 +188,20 @@ def _py_on_xfer(x, status, failed, arg):
 
 
 @ffi.def_extern(onerror=_onerror)
+def _py_on_lookup(c, status, rk, arg):
+    """rmx_mem_lookup's end: the key is handed to the waiting task, or
+    released when nobody waits any more (cancelled)."""
+    op = _find(arg, take=True)
+    if op is None or op.fut.done():
+        if rk != ffi.NULL:
+            lib.rmx_rkey_release(rk)
+        if op is not None:
+            op.finish(status)
+        return
+    op.finish(status, rk if status == 0 else None)
+
+
+@ffi.def_extern(onerror=_onerror)
 def _py_on_rpc(req, data, n, arg):
     handler = _find(arg)
     if handler is not None:
