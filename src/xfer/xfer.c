@@ -118,28 +118,36 @@ static size_t entry_at(const rmx_xfer_t *x, size_t s, size_t off)
 static int post_parts(rmx_conn_t *c, rmx__op_t *op)
 {
   rmx_xfer_t *x = op->arg;
-  while (!x->stop && x->next_seg < x->nseg) {
-    if (c->rma_out >= c->rma_window)
-      return RMX_EAGAIN; /* after a completion */
-    xseg_t *s = &x->seg[x->next_seg];
-    size_t left = s->len - x->next_off;
-    size_t n = left < x->most ? left : x->most;
-    int rc = x->kind == RMX_TP_EV_READ
-                 ? c->ops->read(c->tc, s->laddr + x->next_off, n, s->lmem,
-                                s->raddr + x->next_off, s->rkey, op)
-                 : c->ops->write(c->tc, s->laddr + x->next_off, n, s->lmem,
-                                 s->raddr + x->next_off, s->rkey, NULL, op);
+  /* The cursor and the window in locals: nothing calls back while posting. */
+  const int reading = x->kind == RMX_TP_EV_READ;
+  size_t si = x->next_seg, off = x->next_off;
+  uint32_t out = c->rma_out;
+  int rc = 0;
+  while (!x->stop && si < x->nseg) {
+    if (out >= c->rma_window) {
+      rc = RMX_EAGAIN; /* the peer's window is full: after a completion */
+      break;
+    }
+    const xseg_t *s = &x->seg[si];
+    size_t n = s->len - off < x->most ? s->len - off : x->most;
+    rc = reading ? c->ops->read(c->tc, s->laddr + off, n, s->lmem, s->raddr + off, s->rkey, op)
+                 : c->ops->write(c->tc, s->laddr + off, n, s->lmem, s->raddr + off, s->rkey,
+                                 NULL, op);
     if (rc)
-      return rc; /* RMX_EAGAIN: the ring is full, again after a completion */
+      break; /* RMX_EAGAIN: the ring is full, again after a completion */
+    out++;
     x->posted++;
-    c->rma_out++;
-    if ((x->next_off += n) == s->len) {
-      x->next_seg++;
-      x->next_off = 0;
+    if ((off += n) == s->len) {
+      si++;
+      off = 0;
     }
   }
-  x->queued = 0; /* rmx__rma_progress takes it off the rmaq */
-  return 0;
+  x->next_seg = si;
+  x->next_off = off;
+  c->rma_out = out;
+  if (!rc)
+    x->queued = 0; /* rmx__rma_progress takes it off the rmaq */
+  return rc;
 }
 
 /* The transport reported one part (in the order they were posted). */

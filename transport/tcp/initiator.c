@@ -48,8 +48,9 @@ static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *d
   }
   r->id = rd->id;
   size_t head = rmx__tf_req_put(w->hdr, kind, r);
-  uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)head),
-                      uv_buf_init((char *)(uintptr_t)data, (unsigned)r->len)};
+  /* Not uv_buf_init: a call into libuv per buffer, on every part posted. */
+  uv_buf_t bufs[2] = {{.base = (char *)w->hdr, .len = head},
+                      {.base = (char *)(uintptr_t)data, .len = r->len}};
   rmx__tcp_batch_add(tc, w, bufs, kind == TF_WR_REQ && r->len ? 2 : 1);
   rmx_list_push(&tc->rd_pending, &rd->link);
   *out = rd;
