@@ -9,11 +9,12 @@
  *   rmx-xfer server [URI] [--size BYTES]
  *   rmx-xfer client URI [--op write|read] [--block B] [--batch N] ...
  *   rmx-xfer reg [URI] [--size BYTES] [--huge] [--verbs]
+ *   rmx-xfer lookup [URI] [--count N] [--etcd ENDPOINT]
  *
  * The server registers one region and sends each client a key to it packed
  * for that client's connection; each client thread works in its own window
  * of it (xfer_client.c). reg measures what registering memory costs
- * (xfer_reg.c).
+ * (xfer_reg.c), lookup what finding memory by name does (xfer_lookup.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,8 @@ static const char usage[] =
     "       rmx-xfer client URI [options]          move data to or from it\n"
     "       rmx-xfer reg [URI] [--size BYTES] [--huge] [--verbs]\n"
     "                                              what registering memory costs\n"
+    "       rmx-xfer lookup [URI] [--count N] [--etcd ENDPOINT]\n"
+    "                                              what finding memory by name costs\n"
     "client options:\n"
     "      --op write|read   what every request does (write)\n"
     "      --block BYTES     bytes per block (64K)\n"
@@ -52,6 +55,9 @@ static const char usage[] =
     "      --size BYTES      the largest region: 256M, 512M, ... up to it (1G)\n"
     "      --huge            also 2 MiB huge pages (MAP_HUGETLB, else MADV_HUGEPAGE)\n"
     "      --verbs           also ibv_reg_mr on the same memory (builds with rdma-core)\n"
+    "lookup options:\n"
+    "      --count N         names published and looked up (200)\n"
+    "      --etcd ENDPOINT   also publish them in etcd and find them there\n"
     "  -h, --help            this text\n"
     "      --version         rmx-xfer and the library's version\n"
     "Bandwidth in GB/s (10^9 bytes a second) and MiB/s (2^20, as perftest's MB/sec);\n"
@@ -62,11 +68,13 @@ static const char usage[] =
     "2: a bad command line.\n";
 
 static xfer_opts_t O = {.block = 64 << 10, .batch = 128, .inflight = 4, .total = 1ull << 30,
-                        .threads = 1, .warmup = UINT64_MAX, .rails = 1, .size = 1ull << 30,
+                        .threads = 1, .warmup = UINT64_MAX, .rails = 1, .count = 200,
+                        .size = 1ull << 30,
                         .op = RMX_XFER_WRITE};
 
 enum { O_OP = 256, O_BLOCK, O_BATCH, O_INFLIGHT, O_TOTAL, O_SECONDS, O_WARMUP, O_THREADS,
-       O_NOTIFY, O_CHECK, O_CONTIG, O_CACHE, O_RAILS, O_JSON, O_SIZE, O_HUGE, O_VERBS };
+       O_NOTIFY, O_CHECK, O_CONTIG, O_CACHE, O_RAILS, O_JSON, O_SIZE, O_HUGE, O_VERBS,
+       O_COUNT, O_ETCD };
 
 static void take(int ch, const char *a)
 {
@@ -92,6 +100,8 @@ static void take(int ch, const char *a)
   case O_SIZE: O.size = tool_num("--size", a, 4096, 1ull << 40); break;
   case O_HUGE: O.huge = 1; break;
   case O_VERBS: O.verbs = 1; break;
+  case O_COUNT: O.count = tool_num("--count", a, 1, 100000); break;
+  case O_ETCD: O.etcd = a; break;
   }
 }
 
@@ -211,6 +221,7 @@ int main(int argc, char **argv)
     {"rails", required_argument, NULL, O_RAILS},     {"json", no_argument, NULL, O_JSON},
     {"size", required_argument, NULL, O_SIZE},       {"huge", no_argument, NULL, O_HUGE},
     {"verbs", no_argument, NULL, O_VERBS},           {"help", no_argument, NULL, 'h'},
+    {"count", required_argument, NULL, O_COUNT},     {"etcd", required_argument, NULL, O_ETCD},
     {"version", no_argument, NULL, 'V'},             {NULL, 0, NULL, 0}};
   int ch;
   tool_init(argv, usage);
@@ -230,10 +241,11 @@ int main(int argc, char **argv)
   int nops = argc - optind;
   char **op = argv + optind;
   if (nops < 1)
-    tool_bad("server, client or reg");
+    tool_bad("server, client, reg or lookup");
   const char *mode = op[0];
-  if (strcmp(mode, "server") && strcmp(mode, "client") && strcmp(mode, "reg"))
-    tool_bad("'%s' is not server, client or reg", mode);
+  if (strcmp(mode, "server") && strcmp(mode, "client") && strcmp(mode, "reg") &&
+      strcmp(mode, "lookup"))
+    tool_bad("'%s' is not server, client, reg or lookup", mode);
   int is_client = strcmp(mode, "client") == 0;
   if (is_client ? nops != 2 : nops > 2)
     tool_bad(is_client ? "client takes one URI" : "%s takes at most a URI", mode);
@@ -249,6 +261,8 @@ int main(int argc, char **argv)
   O.uri = nops == 2 ? op[1] : NULL;
   if (strcmp(mode, "reg") == 0)
     return xfer_reg(&O);
+  if (strcmp(mode, "lookup") == 0)
+    return xfer_lookup(&O);
   if (is_client)
     return client();
   rmx_ctx_t *ctx;

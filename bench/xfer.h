@@ -47,7 +47,8 @@ typedef struct xfer_note {
 
 typedef struct xfer_opts {
   const char *uri;
-  uint64_t block, batch, inflight, total, seconds, threads, warmup, rails;
+  const char *etcd;       /* lookup: an etcd endpoint to publish and find the names in */
+  uint64_t block, batch, inflight, total, seconds, threads, warmup, rails, count;
   uint64_t size;          /* server region; reg: the largest size */
   int op;                 /* RMX_XFER_WRITE or RMX_XFER_READ */
   int notify, check, json, contig, cache, huge, verbs;
@@ -70,6 +71,8 @@ typedef struct xfer_thr_res {
 
 int xfer_server(rmx_ctx_t *ctx, const char *uri, uint64_t size);
 int xfer_reg(const xfer_opts_t *o);
+/* rmx-xfer lookup (xfer_lookup.c): o->size names, looked up. */
+int xfer_lookup(const xfer_opts_t *o);
 /* ibv_reg_mr beside it (xfer_ibv.c): open the first device's domain (0 or
  * -1, always -1 without rdma-core), time one ibv_reg_mr and ibv_dereg_mr of
  * p in ms (-1: failed), close. */

@@ -10,7 +10,7 @@ set -euo pipefail
 bin=$1 scheme=$2
 addr=${RMX_TEST_ADDR:-${RXE_VM_ADDR:-127.0.0.1}}
 out=$(mktemp) json=$(mktemp)
-trap 'kill "$srv" 2>/dev/null || true; rm -f "$out" "$json"' EXIT
+trap 'kill "$srv" 2>/dev/null || true; rm -f "$out" "$json" "$json.lookup"' EXIT
 "$bin/rmx-xfer" server "$scheme://$addr:0" --size 64M >"$out" &
 srv=$!
 for _ in $(seq 300); do grep -q listening "$out" && break; sleep 0.1; done
@@ -44,4 +44,12 @@ print(f"xfer_check: {len(rows)} JSON lines as expected")
 PY
 kill -TERM "$srv"
 wait "$srv"
+# memory by name: every lookup answered, the cache's and the owner's
+timeout 60 "$bin/rmx-xfer" lookup "${uri%:*}:0" --count 20 --json >"$json.lookup"
+python3 - "$json.lookup" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["count"] == 20 and r["rpc_us"] > 0 and r["lookup_us"] > 0 and r["cached_us"] > 0, r
+print("xfer_check: lookup JSON as expected")
+PY
 echo "xfer_check: $scheme passed"
