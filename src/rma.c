@@ -71,9 +71,7 @@ static int rma_post(rmx_conn_t *c, rmx__op_t *op)
     for (int i = 0; i < r->next_iov; i++)
       rpos += r->iov[i].len;
     size_t left = v->len - r->next_off;
-    size_t most = c->ops->max_io;
-    if (c->ops->io_max && c->ops->io_max(c->tc) < most)
-      most = c->ops->io_max(c->tc);
+    size_t most = rmx__io_most(c);
     size_t chunk = left < most ? left : most;
     int last = r->next_iov == r->iovcnt - 1 && chunk == left;
     uint8_t *local = (uint8_t *)v->addr + r->next_off;

@@ -573,6 +573,12 @@ int rmx__rpc_notify(rmx_conn_t *c, uint32_t id, const void *data, size_t len); /
 void rmx__rpc_ctx_fini(rmx_ctx_t *ctx);
 void rmx__rma_progress(rmx_conn_t *c);
 extern const rmx__op_class_t rmx__rma_class;
+/* The longest one-sided part c's transport takes at once: max_io, or less. */
+static inline size_t rmx__io_most(const rmx_conn_t *c)
+{
+  size_t most = c->ops->max_io, io = c->ops->io_max ? c->ops->io_max(c->tc) : most;
+  return io < most ? io : most;
+}
 
 /* ---- memory (src/mem/) ---- */
 /* Decode a packed remote key (docs/protocol.md) and pick the entry of the

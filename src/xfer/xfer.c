@@ -332,9 +332,7 @@ int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer
   x->arg = arg;
   x->next_seg = x->next_off = x->rep_seg = x->rep_off = 0;
   x->posted = x->done = 0;
-  x->most = c->ops->max_io;
-  if (c->ops->io_max && c->ops->io_max(c->tc) < x->most)
-    x->most = c->ops->io_max(c->tc);
+  x->most = rmx__io_most(c);
   if (!x->op) { /* nothing to move: only the notification, if any */
     rmx__defer(c->ctx, &x->defer);
     return 0;
