@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "names.h"
+#include "rails.h"
 #include "rmx_int.h"
 
 typedef struct rmx__post {
@@ -127,6 +128,7 @@ static void conn_gone(rmx_conn_t *c)
 {
   rmx__xfer_conn_gone(c);
   rmx__names_conn_gone(c);
+  rmx__rails_conn_gone(c);
 }
 
 int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *cfg)
@@ -187,7 +189,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
   rmx_list_init(&ctx->free_ops);
   rmx_list_init(&ctx->free_rma);
   rmx__pool_init(&ctx->pool);
-  if ((rc = rmx__names_ctx_init(ctx)) != 0 || (rc = rmx__regcache_init(ctx)) != 0)
+  if ((rc = rmx__names_ctx_init(ctx)) != 0 || (rc = rmx__rails_ctx_init(ctx)) != 0 ||
+      (rc = rmx__regcache_init(ctx)) != 0)
     goto err_handles;
   for (int i = 0; i < RMX_TP_COUNT; i++)
     ctx->tp_ops[i] = rmx__tp_ops(i); /* NULL where not built */
@@ -199,7 +202,8 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
     .rma_progress = rmx__rma_progress, .reads_resume = rmx__msg_reads_resume,
     .rpc_deliver = rmx__rpc_deliver, .rpc_due = rmx__rpc_due,
     .notify_deliver = rmx__notify_deliver, .conn_gone = conn_gone,
-    .name_forget = rmx__names_forget,
+    .name_forget = rmx__names_forget, .rail_offered = rmx__rail_offered,
+    .rail_attach = rmx__rail_attach, .rails_down = rmx__rails_down,
   };
   ctx->opc[RMX_OP_EAGER] = ctx->opc[RMX_OP_RNDV] = &rmx__send_class;
   ctx->opc[RMX_OP_CTRL] = &rmx__ctrl_class;

@@ -121,48 +121,18 @@ typedef struct rmx__grant {
   rmx_tp_mem_t *tm;     /* the transport's scoped key */
 } rmx__grant_t;
 
+/* Lanes of a connection: its own queue pair (0) and its rails (src/rails.c). */
+#define RMX__LANES (RMX_RAILS_MAX + 1)
+
 struct rmx_rkey {
   int tpi;
   unsigned access;
   uint64_t base, len, key;
+  uint8_t lanes;                  /* bit l: lane_key[l] holds the key for rail l */
+  uint64_t lane_key[RMX__LANES];  /* [0] = key */
 };
 
-/* The registration cache: one per context, for transports whose local
- * buffers must be registered. Entries cover whole pages. */
-typedef struct rmx__rc_entry {
-  rmx_list_t link; /* LRU order, most recent first */
-  uintptr_t start, end;
-  int tpi;
-  unsigned access; /* RMX_TP_ACC_* */
-  uint32_t refs;
-  uint8_t dead;    /* invalidated while in use: freed on the last release */
-  rmx_tp_mem_t *mem;
-} rmx__rc_entry_t;
-
-typedef struct rmx__regcache {
-  rmx_list_t lru;
-  size_t bytes, max_bytes;
-  uint32_t entries, max_entries; /* lookups scan the list: keep it short */
-  int enabled;
-  struct rmx__rc_pending *pending; /* invalidations from other threads */
-  int registered;                  /* in the process-wide list */
-  rmx_list_t global_link;
-  unsigned long hooks_gen;         /* rmx__memhooks_sync when last synced */
-} rmx__regcache_t;
-
-/* The unmap hooks (mem/memhooks.c): installed once, on first use; note is
- * called with every range unmapped. 0, or RMX_ENOTSUP / RMX_EIO. */
-int rmx__memhooks_install(void (*note)(const void *addr, size_t len));
-/* Hook objects loaded since; a number that changes when there were any. */
-unsigned long rmx__memhooks_sync(void);
-/* Some object's slot could not be rewritten: its unmaps go unseen. */
-int rmx__memhooks_failed(void);
-
-int rmx__regcache_init(rmx_ctx_t *ctx);
-void rmx__regcache_fini(rmx_ctx_t *ctx);
-int rmx__regcache_get(rmx_ctx_t *ctx, int tpi, const void *addr, size_t len, unsigned access,
-                      rmx__rc_entry_t **out);
-void rmx__regcache_put(rmx_ctx_t *ctx, rmx__rc_entry_t *e);
+#include "mem/regcache.h" /* the registration cache, the unmap hooks */
 
 /* A one-sided operation's state: kept apart from rmx__op_t, from a freelist. */
 #define RMX_RMA_MAX_IOV 16
@@ -265,6 +235,12 @@ typedef struct rmx__upcalls {
   void (*conn_gone)(rmx_conn_t *c);              /* xfer/xfer.c */
   /* reg.c: m's name goes (c NULL: deregistering), or c's key to m does. */
   void (*name_forget)(rmx_mem_t *m, rmx_conn_t *c); /* names.c */
+  /* connect.c: whether a rail's token is on offer here; a rail accepted
+   * (established) joins the connection it serves instead of on_accept. */
+  int (*rail_offered)(rmx_ctx_t *ctx, uint64_t token); /* rails.c */
+  void (*rail_attach)(rmx_conn_t *c);                    /* rails.c */
+  /* conn.c, once the transport has closed: a connection's rails go. */
+  void (*rails_down)(rmx_conn_t *c);                     /* rails.c */
 } rmx__upcalls_t;
 
 /* ---- objects ---- */
@@ -406,6 +382,9 @@ struct rmx_conn {
   rmx__alive_t ka;
   rmx__recon_t recon;
   uint32_t epoch;       /* transport connections so far, less one (reconnect) */
+  struct rmx__rails *rails; /* the lanes it is one of (src/rails.c), or NULL */
+  uint8_t lane;             /* its place there: 0 the connection itself, else a rail */
+  uint64_t rail_token;      /* a rail until attached: the token its hello carries */
 };
 
 struct rmx_ctx {
@@ -500,6 +479,8 @@ void rmx__listener_slots(rmx_listener_t *l); /* pause or resume its transport li
 /* ---- connection set-up (src/conn/connect.c) ---- */
 void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
 void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev);
+/* Parse uri and open its transport (logs why not): 0, or the error for the caller. */
+int rmx__uri_open(rmx_ctx_t *ctx, const char *uri, rmx__uri_t *u, int *tpi);
 int rmx__conn_resolve(rmx_conn_t *c); /* resolve, then connect */
 void rmx__conn_ready(rmx_conn_t *c);
 /* The callbacks the transports are handed (rmx_tp_env_t). */

@@ -33,8 +33,12 @@ enum {
   RMX_MEM_REMOTE_ATOMIC = 8, /**< peers may run atomics on it */
 };
 
-/** Bytes a packed remote key may take: size buffers for rmx_mem_pack(). */
-#define RMX_RKEY_MAX 64
+/** Most rails a connection may open over its life (rmx_rail_add()). */
+#define RMX_RAILS_MAX 7
+
+/** Bytes a packed remote key may take: size buffers for rmx_mem_pack() and
+ * rmx_mem_pack_for() (a key for a connection with rails holds one for each). */
+#define RMX_RKEY_MAX (24 + 16 * (RMX_RAILS_MAX + 1))
 
 /**
  * @brief Register @p len bytes at @p addr with the transports in use.

@@ -203,6 +203,77 @@ RMX_API int rmx_mem_lookup(rmx_conn_t *c, const char *name, uint32_t timeout_ms,
                            void *arg);
 /**@}*/
 
+/* ------------------------------------------------------------------ */
+/** @name Rails: one connection over several queue pairs and devices     */
+/* ------------------------------------------------------------------ */
+/**@{*/
+
+/**
+ * @brief rmx_rail_add() ended: @p status 0 and @p rail the new rail's
+ * number (1 .. @ref RMX_RAILS_MAX), or why not (@p rail 0). Runs exactly
+ * once, from the loop, before @p c's on_closed.
+ */
+typedef void (*rmx_rail_cb)(rmx_conn_t *c, int status, unsigned rail, void *arg);
+
+/**
+ * @brief Open a rail for @p c: another connection of @p c's transport to
+ * the same peer at @p uri (its address on another device, or the same
+ * address for another queue pair), which carries parts of @p c's transfer
+ * requests.
+ *
+ * The peer must listen at @p uri in the context that accepted @p c; its
+ * on_accept does not run for the rail. A request whose bytes reach
+ * @ref RMX_RAIL_MIN_BYTES is striped over @p c and every rail up when it
+ * is posted that all its keys cover: a key packed for @p c (rmx_mem_pack_for(),
+ * or found by name) after a rail is up holds one for that rail, which no
+ * other connection may use. Messages, RPC, notifications and single
+ * one-sided operations stay on @p c.
+ *
+ * A rail lost leaves @p c up: the parts it had not completed are posted
+ * again over @p c and the other rails, so a request still completes with
+ * every byte (writes and reads may be repeated; a request never ends short).
+ * Closing or losing @p c closes its rails. docs/transfer.md explains more.
+ *
+ * @param c  a connection this side opened (rmx_connect()), established
+ * @param uri  as for rmx_connect(), of @p c's transport
+ * @param cb  runs exactly once: 0, @ref RMX_ENOMEM (also: @ref RMX_RAILS_MAX
+ *        given already), @ref RMX_ENOTSUP (the peer has no rails), a
+ *        connect error, @ref RMX_ECANCELED (@p c closed first)
+ * @param arg  passed to @p cb
+ * @return 0, @ref RMX_EINVAL (a NULL argument, @p c accepted here or a
+ *         rail, @p uri of another transport or malformed),
+ *         @ref RMX_ENOTCONN, @ref RMX_EAGAIN, @ref RMX_ENOMEM
+ */
+RMX_API int rmx_rail_add(rmx_conn_t *c, const char *uri, rmx_rail_cb cb, void *arg);
+
+/** @brief Rails of @p c up now (0 for a connection without rails). */
+RMX_API unsigned rmx_conn_rails(const rmx_conn_t *c);
+
+/** What one lane of a connection has carried (rmx_rail_info()). */
+typedef struct rmx_rail_info {
+  int up;         /**< 1 while it carries parts */
+  uint64_t parts; /**< transfer parts it completed here (counted once it has rails) */
+  uint64_t bytes; /**< their bytes */
+} rmx_rail_info_t;
+
+/**
+ * @brief What rail @p rail of @p c (0: @p c itself) has carried, also
+ * after it went.
+ * @return 0, @ref RMX_EINVAL, @ref RMX_ENOENT (no such rail was opened)
+ */
+RMX_API int rmx_rail_info(const rmx_conn_t *c, unsigned rail, rmx_rail_info_t *out);
+
+/**
+ * @brief Close rail @p rail of @p c (orderly): its parts in flight complete,
+ * the rest go over the other lanes; @p c carries on.
+ * @return 0, @ref RMX_EINVAL, @ref RMX_ENOENT (not open)
+ */
+RMX_API int rmx_rail_close(rmx_conn_t *c, unsigned rail);
+
+/** A request moves at least this many bytes before it is striped over rails. */
+#define RMX_RAIL_MIN_BYTES (1u << 20)
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

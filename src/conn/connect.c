@@ -38,7 +38,7 @@ void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
   } while (0)
 
 static int hello_check(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, const char *who, const void *data,
-                       size_t len, rmx_wire_hello_t *h)
+                       size_t len, unsigned flags, rmx_wire_hello_t *h)
 {
   int rc = rmx__wire_hello_decode(data, len, h);
   if (rc == RMX_EVERSION) {
@@ -59,10 +59,33 @@ static int hello_check(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, const char *who, co
               h->rx_depth, (unsigned long long)h->max_msg, h->rma_window, h->silence_ms);
     return RMX_EPROTO;
   }
-  if (h->flags & ~RMX_HELLO_F_AUTH) {
+  if (h->flags & ~flags) {
     HELLO_LOG(ctx, rl, "%s set handshake flags 0x%x that this version does not know: refused",
               who, h->flags);
     return RMX_EPROTO;
+  }
+  return 0;
+}
+
+/* A rail's hello (RMX_HELLO_F_RAIL) carries the token its peer gave for it
+ * on the connection it serves, after the nonce where AUTH is set: one the
+ * context has on offer, or the hello is refused (src/rails.c). */
+static int rail_token(rmx_ctx_t *ctx, const char *who, const uint8_t *hello, size_t len,
+                      const rmx_wire_hello_t *h, uint64_t *token)
+{
+  size_t at = h->flags & RMX_HELLO_F_AUTH ? RMX_WIRE_HELLO_AUTH_CONNECT_LEN : RMX_WIRE_HELLO_LEN;
+  if (!(h->flags & RMX_HELLO_F_RAIL))
+    return 0;
+  if (len < at + RMX_WIRE_RAIL_TOKEN_LEN) {
+    RMX_LOG_LIMITED(ctx, &ctx->rl_refused, ERROR, "%s: a rail's hello without its token "
+                    "(%zu bytes): refused", who, len);
+    return RMX_EPROTO;
+  }
+  *token = rmx_get64(hello + at);
+  if (!*token || !ctx->up.rail_offered(ctx, *token)) {
+    RMX_LOG_LIMITED(ctx, &ctx->rl_refused, WARN, "%s: a rail whose token is on offer for no "
+                    "connection here: refused", who);
+    return RMX_EACCES;
   }
   return 0;
 }
@@ -102,7 +125,7 @@ static int ctx_tp(rmx_ctx_t *ctx, const char *scheme, int *tpi)
 }
 
 /* Parse a URI and open its transport. */
-static int uri_open(rmx_ctx_t *ctx, const char *uri, rmx__uri_t *u, int *tpi)
+int rmx__uri_open(rmx_ctx_t *ctx, const char *uri, rmx__uri_t *u, int *tpi)
 {
   int rc = rmx__uri_parse(uri, u);
   if (rc) {
@@ -136,7 +159,7 @@ int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *a
 
   if (!ctx || !on_accept || !out)
     return RMX_EINVAL;
-  if ((rc = uri_open(ctx, uri, &u, &tpi)) != 0)
+  if ((rc = rmx__uri_open(ctx, uri, &u, &tpi)) != 0)
     return rc;
   if ((rc = resolve_now(ctx, &u, &res)) != 0)
     return rc;
@@ -154,6 +177,7 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
   rmx_wire_hello_t h;
   uint8_t mine[RMX_AUTH_HELLO_MAX];
   size_t mlen = RMX_WIRE_HELLO_LEN;
+  uint64_t token = 0;
   int rc;
 
   if (l->closed) {
@@ -194,7 +218,9 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
     return;
   }
   snprintf(who, sizeof(who), "incoming %s peer %s", ops->name, addr);
-  if ((rc = hello_check(ctx, &ctx->rl_refused, who, hello, len, &h)) != 0) {
+  if ((rc = hello_check(ctx, &ctx->rl_refused, who, hello, len,
+                        RMX_HELLO_F_AUTH | RMX_HELLO_F_RAIL, &h)) != 0 ||
+      (rc = rail_token(ctx, who, hello, len, &h, &token)) != 0) {
     ops->reject(tc, rc);
     return;
   }
@@ -204,6 +230,7 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
     return;
   }
   snprintf(c->peer, sizeof(c->peer), "%s", addr);
+  c->rail_token = token;
   /* Owned by the core until on_accept hands it over. */
   c->passive = 1;
   c->user_closed = 1;
@@ -236,7 +263,13 @@ static void connect_start(rmx_conn_t *c, const struct sockaddr *sa)
   rmx_ctx_t *ctx = c->ctx;
   uint8_t hello[RMX_AUTH_HELLO_MAX];
   rmx__hello_local(ctx, hello);
+  if (c->rail_token) /* before the nonce: the flag is part of what AUTH proves */
+    rmx_put16(hello + 6, rmx_get16(hello + 6) | RMX_HELLO_F_RAIL);
   size_t hlen = rmx__auth_hello(c, hello);
+  if (c->rail_token) {
+    rmx_put64(hello + hlen, c->rail_token);
+    hlen += RMX_WIRE_RAIL_TOKEN_LEN;
+  }
   int rc = c->ops->connect(ctx->tp[c->tpi], sa, hello, hlen, c, &c->tc);
   if (rc) {
     rmx__conn_down(c, rc);
@@ -284,7 +317,7 @@ int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_opts_t *
 
   if (!ctx || !on_connected || !out)
     return RMX_EINVAL;
-  if ((rc = uri_open(ctx, uri, &u, &tpi)) != 0)
+  if ((rc = rmx__uri_open(ctx, uri, &u, &tpi)) != 0)
     return rc;
   rmx_conn_t *c = rmx__conn_new(ctx, tpi);
   if (!c)
@@ -411,7 +444,10 @@ void rmx__conn_ready(rmx_conn_t *c)
     c->user_closed = 0;
     c->reported = 1; /* from here the user owns it */
     rmx__alive_listed(c, l);
-    l->on_accept(l, c, l->arg);
+    if (c->rail_token) /* a rail: the core's, never the application's */
+      c->ctx->up.rail_attach(c);
+    else
+      l->on_accept(l, c, l->arg);
     rmx__listener_unref(l);
   }
   /* Data that arrived with the handshake, or sends queued in on_accept. */
@@ -427,7 +463,7 @@ void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev)
   if (c->state == RMX_CS_CONNECTING) {
     char who[320];
     snprintf(who, sizeof(who), "%s server %s", c->ops->name, c->peer);
-    if ((rc = hello_check(c->ctx, NULL, who, ev->data, ev->len, &h)) != 0 ||
+    if ((rc = hello_check(c->ctx, NULL, who, ev->data, ev->len, RMX_HELLO_F_AUTH, &h)) != 0 ||
         (rc = rmx__auth_check_server(c, &h, ev->data, ev->len)) < 0) {
       rmx__conn_down(c, rc);
       return;
@@ -454,6 +490,7 @@ int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg)
   c->on_closed = on_closed;
   c->close_arg = arg;
   rmx__mem_conn_gone(c); /* keys for this peer alone end here, not at BYE */
+  c->ctx->up.rails_down(c); /* its rails close with it */
   switch (c->state) {
   case RMX_CS_RESOLVING:
     uv_cancel((uv_req_t *)&c->gai); /* gai_cb sees user_closed */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rails.h"
 #include "rmx_int.h"
 
 #define RKEY_VERSION 2
@@ -33,9 +34,14 @@ static uint32_t crc32c(const uint8_t *p, size_t n)
   return ~crc;
 }
 
+/* Entries a packed key may hold: one per transport (rmx_mem_pack), or one
+ * per lane of one connection (rmx_mem_pack_for). */
+#define RKEY_ENTRIES (RMX__LANES > RMX_TP_COUNT ? RMX__LANES : RMX_TP_COUNT)
+_Static_assert(RKEY_HDR + RKEY_ENTRIES * RKEY_ENTRY <= RMX_RKEY_MAX, "RMX_RKEY_MAX too small");
+
 static uint32_t rkey_sum(const uint8_t *p, size_t len)
 {
-  uint8_t tmp[RKEY_HDR + RMX_TP_COUNT * RKEY_ENTRY];
+  uint8_t tmp[RKEY_HDR + RKEY_ENTRIES * RKEY_ENTRY];
   memcpy(tmp, p, len);
   memset(tmp + 4, 0, 4);
   return crc32c(tmp, len);
@@ -140,9 +146,10 @@ static int has_remote(const rmx_mem_t *m)
   return (m->access & (RMX_MEM_REMOTE_READ | RMX_MEM_REMOTE_WRITE | RMX_MEM_REMOTE_ATOMIC)) != 0;
 }
 
-/* Write the header and n entries (wire id, key) of a packed key. */
-static int pack_keys(const rmx_mem_t *m, const uint8_t *wire, const uint64_t *key, int n,
-                     void *blob, size_t *len)
+/* Write the header and n entries (wire id, lane, key) of a packed key;
+ * lane NULL: all 0. */
+static int pack_keys(const rmx_mem_t *m, const uint8_t *wire, const uint8_t *lane,
+                     const uint64_t *key, int n, void *blob, size_t *len)
 {
   uint8_t *p = blob;
   size_t need = RKEY_HDR + (size_t)n * RKEY_ENTRY;
@@ -157,6 +164,7 @@ static int pack_keys(const rmx_mem_t *m, const uint8_t *wire, const uint64_t *ke
   for (int i = 0; i < n; i++) {
     uint8_t *e = p + RKEY_HDR + (size_t)i * RKEY_ENTRY;
     e[0] = wire[i];
+    e[1] = lane ? lane[i] : 0;
     rmx_put64(e + 8, key[i]);
   }
   rmx_put32(p + 4, rkey_sum(p, need));
@@ -186,16 +194,13 @@ int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len)
   }
   if (n == 0)
     return RMX_ENOTCONN;
-  return pack_keys(m, wire, key, n, blob, len);
+  return pack_keys(m, wire, NULL, key, n, blob, len);
 }
 
-int rmx_mem_pack_for(rmx_mem_t *m, rmx_conn_t *c, void *blob, size_t *len)
+/* m's key for c's peer alone: the grant made at the first pack, or one now. */
+static int grant_key(rmx_mem_t *m, rmx_conn_t *c, uint64_t *key)
 {
   int rc;
-  if (!m || !c || !blob || !len || c->ctx != m->ctx || !has_remote(m))
-    return RMX_EINVAL;
-  if (*len < RKEY_HDR + RKEY_ENTRY)
-    return RMX_EINVAL;
   if (c->state != RMX_CS_ESTABLISHED || c->tp_state != RMX_TPS_OPEN || !c->tc)
     return RMX_ENOTCONN;
   rmx__grant_t *g = grant_find(m, c);
@@ -215,8 +220,33 @@ int rmx_mem_pack_for(rmx_mem_t *m, rmx_conn_t *c, void *blob, size_t *len)
     rmx_list_push(&m->grants, &g->mem_link);
     rmx_list_push(&c->grants, &g->conn_link);
   }
-  uint64_t key = c->ops->mem_rkey(g->tm);
-  return pack_keys(m, &c->ops->wire_id, &key, 1, blob, len);
+  *key = c->ops->mem_rkey(g->tm);
+  return 0;
+}
+
+int rmx_mem_pack_for(rmx_mem_t *m, rmx_conn_t *c, void *blob, size_t *len)
+{
+  uint8_t wire[RMX__LANES], lane[RMX__LANES];
+  uint64_t key[RMX__LANES];
+  int n = 1, rc;
+  if (!m || !c || !blob || !len || c->ctx != m->ctx || !has_remote(m) || c->lane)
+    return RMX_EINVAL;
+  if (*len < RKEY_HDR + RKEY_ENTRY)
+    return RMX_EINVAL;
+  if ((rc = grant_key(m, c, &key[0])) != 0)
+    return rc;
+  wire[0] = c->ops->wire_id;
+  lane[0] = 0;
+  /* A key for each rail up, for that rail alone; one that cannot have its
+   * key (closing) is left out, and carries none of this region's parts. */
+  for (unsigned l = 1; c->rails && l < RMX__LANES; l++) {
+    rmx_conn_t *r = rmx__rail_up(c->rails, l);
+    if (r && *len >= RKEY_HDR + (size_t)(n + 1) * RKEY_ENTRY && grant_key(m, r, &key[n]) == 0) {
+      wire[n] = r->ops->wire_id;
+      lane[n++] = (uint8_t)l;
+    }
+  }
+  return pack_keys(m, wire, lane, key, n, blob, len);
 }
 
 int rmx_mem_revoke(rmx_mem_t *m, rmx_conn_t *c)
@@ -229,6 +259,9 @@ int rmx_mem_revoke(rmx_mem_t *m, rmx_conn_t *c)
   if (m->name) /* the peer forgets the key it found by name */
     m->ctx->up.name_forget(m, c);
   grant_release(g);
+  for (unsigned l = 1; c->rails && !c->lane && l < RMX__LANES; l++) /* and its rails' */
+    if (c->rails->lane[l] && (g = grant_find(m, c->rails->lane[l])) != NULL)
+      grant_release(g);
   return 0;
 }
 
@@ -240,7 +273,7 @@ int rmx__rkey_decode(const void *blob, size_t len, uint8_t wire_id, rmx_rkey_t *
   unsigned n = p[1];
   if (p[0] != RKEY_VERSION)
     return RMX_EVERSION;
-  if (n == 0 || n > RMX_TP_COUNT || len != RKEY_HDR + n * RKEY_ENTRY)
+  if (n == 0 || n > RKEY_ENTRIES || len != RKEY_HDR + n * RKEY_ENTRY)
     return RMX_EINVAL;
   if (rmx_get32(p + 4) != rkey_sum(p, len))
     return RMX_EINVAL; /* damaged */
@@ -249,20 +282,25 @@ int rmx__rkey_decode(const void *blob, size_t len, uint8_t wire_id, rmx_rkey_t *
   if (size == 0 || base + size < base || access == 0 || (access & ~0xfu))
     return RMX_EINVAL;
   int found = 0;
-  uint8_t seen = 0;
+  uint8_t seen[8] = {0}; /* by transport: the lanes seen */
+  out->lanes = 0;
   for (unsigned i = 0; i < n; i++) {
     const uint8_t *e = p + RKEY_HDR + i * RKEY_ENTRY;
-    if (e[0] == 0 || e[0] > 7 || (seen & (1u << e[0])))
-      return RMX_EINVAL; /* unknown or repeated transport */
-    seen |= (uint8_t)(1u << e[0]);
-    for (int k = 1; k < 8; k++)
+    if (e[0] == 0 || e[0] > 7 || e[1] > RMX_RAILS_MAX || (seen[e[0]] & (1u << e[1])))
+      return RMX_EINVAL; /* unknown transport or lane, or repeated */
+    seen[e[0]] |= (uint8_t)(1u << e[1]);
+    for (int k = 2; k < 8; k++)
       if (e[k])
         return RMX_EINVAL; /* reserved bytes are zero */
-    if (e[0] == wire_id) {
+    if (e[0] != wire_id)
+      continue;
+    out->lane_key[e[1]] = rmx_get64(e + 8);
+    out->lanes |= (uint8_t)(1u << e[1]);
+    if (e[1] == 0) {
       out->access = access;
       out->base = base;
       out->len = size;
-      out->key = rmx_get64(e + 8);
+      out->key = out->lane_key[0];
       found = 1;
     }
   }
@@ -271,7 +309,7 @@ int rmx__rkey_decode(const void *blob, size_t len, uint8_t wire_id, rmx_rkey_t *
 
 int rmx_rkey_unpack(rmx_conn_t *c, const void *blob, size_t len, rmx_rkey_t **out)
 {
-  rmx_rkey_t k;
+  rmx_rkey_t k = {0};
   if (!c || !blob || !out)
     return RMX_EINVAL;
   int rc = rmx__rkey_decode(blob, len, c->ops->wire_id, &k);

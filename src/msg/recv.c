@@ -53,6 +53,10 @@ static void deliver_imm(rmx_conn_t *c, uint32_t imm, size_t len)
 static void deliver_item(rmx_conn_t *c, int is_imm, uint32_t imm, uint8_t rpc_flag,
                          const rmx_wire_rpc_t *rpcx, const void *data, size_t len)
 {
+  if (c->lane) { /* a rail carries one-sided parts alone (src/rails.c) */
+    protocol_error(c, "a message on a rail");
+    return;
+  }
   if (rpc_flag == RMX_FF_NOTIFY) {
     if (!c->ctx->up.notify_deliver(c, data, len))
       rmx__msg_credit_back(c);

@@ -46,8 +46,13 @@ typedef struct rmx_wire_rpc {
 
 /* Hello flags. AUTH: peer authentication with a shared secret (src/auth.c).
  * The connecting side's hello is followed by its nonce (48 bytes in all),
- * the accepting side's by its nonce and its proof (80 bytes in all). */
-enum { RMX_HELLO_F_AUTH = 1 };
+ * the accepting side's by its nonce and its proof (80 bytes in all).
+ * RAIL (connecting side only): the connection is a rail of another one
+ * (src/rails.c); the 8-byte token its peer gave for it follows the hello,
+ * after the nonce where AUTH is set (56 bytes at most: an rdma_cm connect
+ * request carries 56). */
+enum { RMX_HELLO_F_AUTH = 1, RMX_HELLO_F_RAIL = 2 };
+#define RMX_WIRE_RAIL_TOKEN_LEN 8
 #define RMX_WIRE_AUTH_NONCE_LEN 16
 #define RMX_WIRE_AUTH_PROOF_LEN 32
 #define RMX_WIRE_HELLO_AUTH_CONNECT_LEN (RMX_WIRE_HELLO_LEN + RMX_WIRE_AUTH_NONCE_LEN)

@@ -240,6 +240,7 @@ static void conn_finish(rmx_conn_t *c)
   } else if (c->was_established && !c->user_closed && c->cbs.on_disconnect) {
     c->cbs.on_disconnect(c, c->err, c->cbs_arg);
   }
+  c->ctx->up.rails_down(c); /* a rail lost closes; a connection's rails go with it */
   if (c->user_closed && (c->ops_out == 0 || c->ctx->dying))
     rmx__defer_once(c->ctx, &c->defer_free);
   else if (!c->user_closed)
