@@ -245,6 +245,8 @@ static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
   ln->n--;
   x->done++;
   int again = 0;
+  if (status && ln->l)
+    status = rmx__op_status(c, status); /* a rail's loss, not a cancel */
   if (!status && c->rails) {
     c->rails->parts[ln->l]++;
     c->rails->bytes[ln->l] += p.len;

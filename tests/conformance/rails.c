@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "harness.h"
+#include "tcp_cut.h"
 
 #define BLOCK (64u << 10)
 #define WAIT_MS 60000
@@ -53,7 +54,8 @@ typedef struct done {
   size_t failed;
 } done_t;
 
-static int in_api; /* inside an API call: no callback may run now */
+static int in_api;   /* inside an API call: no callback may run now */
+static int relaying; /* a tcp_cut relay runs: pumped with the contexts */
 
 static void l2_accept(rmx_listener_t *l, rmx_conn_t *c, void *arg)
 {
@@ -92,6 +94,8 @@ static void pump_until(const int *n, int want)
   while (*n < want) {
     assert_true(rmx_ctx_progress(W.r) >= 0);
     assert_true(rmx_ctx_progress(W.o) >= 0);
+    if (relaying)
+      tcp_cut_pump();
     if (uv_hrtime() > end)
       fail_msg("timed out: %d of %d", *n, want);
   }
@@ -445,6 +449,45 @@ static void argument_errors(void **state)
   assert_int_equal(rmx_conn_rails(W.a.c), RMX_RAILS_MAX - 1);
 }
 
+/* TCP: a rail through a relay that is reset while the rail has parts in
+ * flight: they fail there and go again over A; every byte arrives. */
+static void rail_reset_mid_request(void **state)
+{
+  (void)state;
+  size_t n = W.size / BLOCK;
+  if (strcmp(scheme, "tcp") != 0)
+    skip(); /* rail_cut does it over RDMA */
+  const char *colon = strrchr(W.uri2, ':');
+  int port = tcp_cut_start(atoi(colon + 1));
+  assert_true(port > 0);
+  relaying = 1;
+  char via[128];
+  uri_for(via, sizeof(via), port);
+  unsigned r = rail_add(via);
+  rmx_rkey_t *rk = lookup();
+  rmx_xfer_t *w = prep(rk, RMX_XFER_WRITE, n);
+  done_t d = {0};
+  assert_int_equal(rmx_xfer_post(w, NULL, 0, xfer_cb, &d), 0);
+  uint64_t end = uv_hrtime() + (uint64_t)WAIT_MS * 1000000u;
+  while (lane_bytes(r) == 0 && !d.calls) {
+    assert_true(rmx_ctx_progress(W.r) >= 0);
+    assert_true(rmx_ctx_progress(W.o) >= 0);
+    tcp_cut_pump();
+    assert_true(uv_hrtime() < end);
+  }
+  assert_int_equal(d.calls, 0);
+  tcp_cut();
+  pump_until(&d.calls, 1);
+  assert_int_equal(d.status, 0);
+  check_written(n);
+  assert_int_equal(rmx_conn_rails(W.a.c), 0);
+  assert_true(lane_bytes(0) + lane_bytes(r) >= W.size); /* some parts went twice */
+  relaying = 0;
+  tcp_cut_stop();
+  rmx_xfer_release(w);
+  rmx_rkey_release(rk);
+}
+
 /* The done-when case: 1 GiB over A and a rail on the second device; that
  * device's link is taken down mid-transfer. */
 static void rail_cut(void **state)
@@ -506,6 +549,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
     T(stripes_every_byte), T(key_before_rail_stays_on_a), T(rail_closed_mid_request),
     T(connection_lost_takes_its_rails), T(close_with_rail_in_flight), T(argument_errors),
+    T(rail_reset_mid_request),
     cmocka_unit_test_setup_teardown(rail_cut, setup_gib, teardown),
   };
   char name[64];
