@@ -27,8 +27,10 @@
 #include "xfer.h"
 
 static const char usage[] =
-    "usage: rmx-xfer server [URI] [--size BYTES]   serve a region (default 1G; less if\n"
-    "                                               it cannot be registered)\n"
+    "usage: rmx-xfer server [URI] [--size BYTES] [--rail URI]...\n"
+    "                                              serve a region (default 1G; less if it\n"
+    "                                              cannot be registered), also listening\n"
+    "                                              at each --rail URI for clients' rails\n"
     "       rmx-xfer client URI [options]          move data to or from it\n"
     "       rmx-xfer reg [URI] [--size BYTES] [--huge] [--verbs]\n"
     "                                              what registering memory costs\n"
@@ -49,7 +51,8 @@ static const char usage[] =
     "      --contig          blocks in order at the server too (the library merges them)\n"
     "      --cache           entries without a registration: the registration cache\n"
     "                        provides one when requests are prepared\n"
-    "      --rails N         rails (1; more are not yet supported)\n"
+    "      --rail URI        also a rail to URI (the server's --rail), up to 7: large\n"
+    "                        requests are striped over the connection and its rails\n"
     "      --json            one JSON object instead of the table\n"
     "reg options:\n"
     "      --size BYTES      the largest region: 256M, 512M, ... up to it (1G)\n"
@@ -68,7 +71,7 @@ static const char usage[] =
     "2: a bad command line.\n";
 
 static xfer_opts_t O = {.block = 64 << 10, .batch = 128, .inflight = 4, .total = 1ull << 30,
-                        .threads = 1, .warmup = UINT64_MAX, .rails = 1, .count = 200,
+                        .threads = 1, .warmup = UINT64_MAX, .count = 200,
                         .size = 1ull << 30,
                         .op = RMX_XFER_WRITE};
 
@@ -95,7 +98,12 @@ static void take(int ch, const char *a)
   case O_CHECK: O.check = 1; break;
   case O_CONTIG: O.contig = 1; break;
   case O_CACHE: O.cache = 1; break;
-  case O_RAILS: O.rails = tool_num("--rails", a, 1, 64); break;
+  case O_RAILS:
+    if (O.nrail == RMX_RAILS_MAX)
+      tool_bad("at most %d --rail", RMX_RAILS_MAX);
+    tool_uri("--rail", a);
+    O.rail[O.nrail++] = a;
+    break;
   case O_JSON: O.json = 1; break;
   case O_SIZE: O.size = tool_num("--size", a, 4096, 1ull << 40); break;
   case O_HUGE: O.huge = 1; break;
@@ -171,6 +179,16 @@ static void report(xfer_thr_res_t *r)
              O.check ? "" : "\n");
     if (O.check)
       printf("; %llu bytes checked\n", (unsigned long long)checked);
+    if (O.nrail) {
+      printf("# by lane (MiB, all threads):");
+      for (int l = 0; l <= O.nrail; l++) {
+        uint64_t b = 0;
+        for (uint64_t i = 0; i < O.threads; i++)
+          b += r[i].lane_bytes[l];
+        printf(" %s %.1f", l ? "rail" : "connection", b / 1048576.0);
+      }
+      printf("\n");
+    }
   }
   fflush(stdout);
 }
@@ -218,7 +236,7 @@ int main(int argc, char **argv)
     {"warmup", required_argument, NULL, O_WARMUP},   {"threads", required_argument, NULL, O_THREADS},
     {"notify", no_argument, NULL, O_NOTIFY},         {"check", no_argument, NULL, O_CHECK},
     {"contig", no_argument, NULL, O_CONTIG},         {"cache", no_argument, NULL, O_CACHE},
-    {"rails", required_argument, NULL, O_RAILS},     {"json", no_argument, NULL, O_JSON},
+    {"rail", required_argument, NULL, O_RAILS},     {"json", no_argument, NULL, O_JSON},
     {"size", required_argument, NULL, O_SIZE},       {"huge", no_argument, NULL, O_HUGE},
     {"verbs", no_argument, NULL, O_VERBS},           {"help", no_argument, NULL, 'h'},
     {"count", required_argument, NULL, O_COUNT},     {"etcd", required_argument, NULL, O_ETCD},
@@ -253,11 +271,6 @@ int main(int argc, char **argv)
     tool_uri("URI", op[1]);
   if (O.notify && O.op == RMX_XFER_READ)
     tool_bad("--notify is for writes: a read request carries no notification");
-  if (O.rails > 1) { /* accepted; rails come later */
-    fprintf(stderr, "rmx-xfer: --rails %llu: not yet supported (one rail only)\n",
-            (unsigned long long)O.rails);
-    return 1;
-  }
   O.uri = nops == 2 ? op[1] : NULL;
   if (strcmp(mode, "reg") == 0)
     return xfer_reg(&O);
@@ -271,7 +284,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "rmx-xfer: %s\n", rmx_strerror(rc));
     return 1;
   }
-  rc = xfer_server(ctx, O.uri ? O.uri : "tcp://127.0.0.1:0", O.size);
+  rc = xfer_server(ctx, O.uri ? O.uri : "tcp://127.0.0.1:0", O.size, O.rail, O.nrail);
   int drc = rmx_ctx_destroy(ctx);
   if (drc)
     fprintf(stderr, "rmx-xfer: destroying the context: %s\n", rmx_strerror(drc));

@@ -48,7 +48,9 @@ typedef struct xfer_note {
 typedef struct xfer_opts {
   const char *uri;
   const char *etcd;       /* lookup: an etcd endpoint to publish and find the names in */
-  uint64_t block, batch, inflight, total, seconds, threads, warmup, rails, count;
+  uint64_t block, batch, inflight, total, seconds, threads, warmup, count;
+  const char *rail[RMX_RAILS_MAX]; /* client: a rail to each; server: listens there too */
+  int nrail;
   uint64_t size;          /* server region; reg: the largest size */
   int op;                 /* RMX_XFER_WRITE or RMX_XFER_READ */
   int notify, check, json, contig, cache, huge, verbs;
@@ -66,10 +68,14 @@ typedef struct xfer_thr_res {
   double *lat;            /* us, one per timed request */
   size_t nlat;
   char transport[16];
+  uint64_t lane_bytes[RMX_RAILS_MAX + 1]; /* the connection's, then each rail's */
   int failed;
 } xfer_thr_res_t;
 
-int xfer_server(rmx_ctx_t *ctx, const char *uri, uint64_t size);
+int xfer_server(rmx_ctx_t *ctx, const char *uri, uint64_t size, const char *const *also,
+                int nalso);
+/* The name the server publishes its region under (clients with rails look it up). */
+#define XFER_NAME "rmx-xfer/region"
 int xfer_reg(const xfer_opts_t *o);
 /* rmx-xfer lookup (xfer_lookup.c): o->size names, looked up. */
 int xfer_lookup(const xfer_opts_t *o);

@@ -48,6 +48,7 @@ struct thr {
   int timing;
   size_t lat_cap;
   int ctl_done, ctl_st;
+  int rail_done, found;
   xfer_ctl_reply_t rep;
 };
 
@@ -58,6 +59,53 @@ static void fail(thr_t *t, const char *what, int st)
             st ? rmx_strerror(st) : "wrong data");
   t->failed = 1;
   rmx_ctx_stop(t->ctx);
+}
+
+static void on_rail(rmx_conn_t *c, int st, unsigned rail, void *arg)
+{
+  thr_t *t = arg;
+  (void)c;
+  (void)rail;
+  if (st)
+    fail(t, "a rail", st);
+  t->rail_done = 1;
+  rmx_ctx_stop(t->ctx);
+}
+
+static void on_found(rmx_conn_t *c, int st, rmx_rkey_t *rk, void *arg)
+{
+  thr_t *t = arg;
+  (void)c;
+  if (st) {
+    fail(t, "looking the region up", st);
+  } else {
+    rmx_rkey_release(t->rk); /* its key again, now with one for each rail */
+    t->rk = rk;
+  }
+  t->found = 1;
+  rmx_ctx_stop(t->ctx);
+}
+
+static void run_until(thr_t *t, const int *flag);
+
+/* The rails, then the region's key again: the first one holds none for them. */
+static void rails_open(thr_t *t)
+{
+  const xfer_opts_t *o = t->o;
+  for (int i = 0; i < o->nrail && !t->failed; i++) {
+    t->rail_done = 0;
+    int rc = rmx_rail_add(t->c, o->rail[i], on_rail, t);
+    if (rc)
+      fail(t, "a rail", rc);
+    else
+      run_until(t, &t->rail_done);
+  }
+  if (!t->failed) {
+    int rc = rmx_mem_lookup(t->c, XFER_NAME, 0, on_found, t);
+    if (rc)
+      fail(t, "looking the region up", rc);
+    run_until(t, &t->found);
+  }
 }
 
 /* Run the loop until *flag or a failure. */
@@ -376,6 +424,8 @@ void *xfer_thread(void *arg)
     rmx_conn_set_cbs(t->c, &cbs, t);
     run_until(t, &t->have_key);
   }
+  if (!t->failed && t->o->nrail)
+    rails_open(t);
   if (!t->failed && t->c)
     snprintf(res->transport, sizeof(res->transport), "%s", rmx_conn_transport(t->c));
   if (!t->failed)
@@ -406,6 +456,11 @@ void *xfer_thread(void *arg)
     notes(t);
   if (!t->failed && o->check)
     check(t);
+  for (int l = 0; !t->failed && l <= o->nrail; l++) {
+    rmx_rail_info_t in;
+    if (rmx_rail_info(t->c, (unsigned)l, &in) == 0)
+      res->lane_bytes[l] = in.bytes;
+  }
   teardown(t);
   res->failed = t->failed;
   return NULL;

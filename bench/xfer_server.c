@@ -120,9 +120,10 @@ static int region_make(uint64_t size)
   return -1;
 }
 
-int xfer_server(rmx_ctx_t *ctx, const char *uri, uint64_t size)
+int xfer_server(rmx_ctx_t *ctx, const char *uri, uint64_t size, const char *const *also,
+                int nalso)
 {
-  rmx_listener_t *l;
+  rmx_listener_t *l, *more[RMX_RAILS_MAX] = {NULL};
   char bound[128];
   S.ctx = ctx;
   int rc = rmx_listen(ctx, uri, on_accept, NULL, &l); /* opens the transport: register after */
@@ -137,13 +138,26 @@ int xfer_server(rmx_ctx_t *ctx, const char *uri, uint64_t size)
     fprintf(stderr, "rmx-xfer: cannot serve on %s: %s\n", uri, rmx_strerror(rc));
     return 1;
   }
-  if (region_make(size) != 0) {
+  for (int i = 0; i < nalso && rc == 0; i++) /* where clients open rails */
+    if ((rc = rmx_listen(ctx, also[i], on_accept, NULL, &more[i])) != 0)
+      fprintf(stderr, "rmx-xfer: cannot serve on %s: %s\n", also[i], rmx_strerror(rc));
+  if (rc || region_make(size) != 0) {
+    for (int i = 0; i < nalso; i++)
+      if (more[i])
+        rmx_listener_close(more[i]);
     rmx_listener_close(l);
     return 1;
   }
-  printf("listening on %s, region %llu bytes\n", bound, (unsigned long long)S.len);
+  if ((rc = rmx_mem_publish(S.mem, XFER_NAME)) != 0)
+    fprintf(stderr, "rmx-xfer: cannot publish the region: %s\n", rmx_strerror(rc));
+  printf("listening on %s", bound);
+  for (int i = 0; i < nalso; i++)
+    printf(" and %s", also[i]);
+  printf(", region %llu bytes\n", (unsigned long long)S.len);
   fflush(stdout);
   perf_run_until_signal(ctx);
+  for (int i = 0; i < nalso; i++)
+    rmx_listener_close(more[i]);
   rmx_listener_close(l);
   rmx_mem_dereg(S.mem);
   munmap(S.region, S.len);

@@ -48,6 +48,7 @@ typedef struct xlane {
   rmx__op_t *op;   /* while this post uses the lane */
   uint8_t l, queued, dead; /* queued: op is in the lane's rmaq */
   uint32_t cap, head, n;
+  uint32_t share;  /* parts it keeps out at once: an even split of the request */
   xpart_t *ring;
 } xlane_t;
 
@@ -194,7 +195,7 @@ static int post_parts(rmx_conn_t *c, rmx__op_t *op)
   int rc = 0;
   if (l && c->state != RMX_CS_ESTABLISHED)
     ln->dead = 1; /* a rail closing: the other lanes take the rest */
-  while (!x->stop && !ln->dead) {
+  while (!x->stop && !ln->dead && ln->n < ln->share) {
     if (out >= c->rma_window) {
       rc = RMX_EAGAIN; /* the peer's window is full: after a completion */
       break;
@@ -275,6 +276,10 @@ static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
   }
   if (ln->dead && !ln->n)
     lane_put(ln); /* the rail may go */
+  else if (ln->op && !ln->queued && !ln->dead && !x->stop && (x->nredo || x->next_seg < x->nseg)) {
+    ln->queued = 1; /* below its share again: it takes the next part */
+    rmx_list_push(&c->rmaq, &op->link);
+  }
   if (again)
     lanes_kick(x);
   if (all_reported(x))
@@ -507,9 +512,10 @@ int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer
   /* The lanes: the connection, and for a request large enough its rails
    * that every key covers. */
   rmx_conn_t *lc[RMX__LANES] = {c};
+  unsigned nl = 1;
   for (unsigned l = 1; c->rails && x->bytes >= RMX_RAIL_MIN_BYTES && l < RMX__LANES; l++)
-    if (x->lanes_key >> l & 1)
-      lc[l] = rmx__rail_up(c->rails, l);
+    if ((x->lanes_key >> l & 1) && (lc[l] = rmx__rail_up(c->rails, l)) != NULL)
+      nl++;
   if (x->nseg && lanes_open(x, lc) != 0)
     return RMX_ENOMEM;
   if (notify_len)
@@ -526,6 +532,16 @@ int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer
   x->posted = x->done = 0;
   x->nredo = 0;
   x->most = rmx__io_most(c);
+  uint32_t share = UINT32_MAX;
+  if (nl > 1) { /* parts of at most 1 MiB, an even share of them on each lane */
+    uint64_t parts = 0;
+    x->most = x->most < RMX_RAIL_MIN_BYTES ? x->most : RMX_RAIL_MIN_BYTES;
+    for (size_t i = 0; i < x->nseg; i++)
+      parts += (x->seg[i].len + x->most - 1) / x->most;
+    share = (uint32_t)((parts + nl - 1) / nl);
+  }
+  for (unsigned l = 0; l < RMX__LANES; l++)
+    x->lane[l].share = share;
   if (!x->nseg) { /* nothing to move: only the notification, if any */
     rmx__defer(c->ctx, &x->defer);
     return 0;
