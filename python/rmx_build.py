@@ -160,6 +160,13 @@ int rmx_mem_publish(rmx_mem_t *m, const char *name);
 int rmx_mem_unpublish(rmx_mem_t *m);
 int rmx_mem_lookup(rmx_conn_t *c, const char *name, uint32_t timeout_ms, rmx_lookup_cb cb,
                    void *arg);
+#define RMX_RAILS_MAX ...
+typedef void (*rmx_rail_cb)(rmx_conn_t *, int, unsigned, void *);
+typedef struct rmx_rail_info { int up; uint64_t parts; uint64_t bytes; } rmx_rail_info_t;
+int rmx_rail_add(rmx_conn_t *c, const char *uri, rmx_rail_cb cb, void *arg);
+unsigned rmx_conn_rails(const rmx_conn_t *c);
+int rmx_rail_info(const rmx_conn_t *c, unsigned rail, rmx_rail_info_t *out);
+int rmx_rail_close(rmx_conn_t *c, unsigned rail);
 
 int rmx_rpc_register(rmx_ctx_t *ctx, uint32_t id, rmx_rpc_handler handler, void *arg);
 int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len,
@@ -179,6 +186,7 @@ extern "Python" {
   void _py_on_reply(rmx_conn_t *, int, const void *, size_t, void *);
   void _py_on_xfer(rmx_xfer_t *, int, size_t, void *);
   void _py_on_lookup(rmx_conn_t *, int, rmx_rkey_t *, void *);
+  void _py_on_rail(rmx_conn_t *, int, unsigned, void *);
 }
 """
 

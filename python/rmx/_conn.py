@@ -305,6 +305,41 @@ class Connection:
         from ._mem import lookup
         return await lookup(self, name, timeout)
 
+    async def add_rail(self, uri: str) -> int:
+        """rmx_rail_add: another connection to the same peer at ``uri`` (its
+        address on another device) that carries parts of this connection's
+        large transfers; returns the rail's number. Keys found or unpacked
+        before it holds none for it: look the memory up again."""
+        c = self._usable("add_rail")
+        op = reg.Op(self._ctx, "add_rail", None)
+        rc = lib.rmx_rail_add(c, uri.encode(), lib._py_on_rail, reg.as_arg(op.tok))
+        if rc < 0:
+            op.abandon()
+            raise make_error(rc, "add_rail")
+        self._ctx._kick()
+        return int(await op.fut)
+
+    @property
+    def rails(self) -> int:
+        """Rails up now (rmx_conn_rails)."""
+        return int(lib.rmx_conn_rails(self._c)) if self._c is not None else 0
+
+    def rail_info(self, rail: int) -> dict:
+        """What rail ``rail`` (0: this connection) carried (rmx_rail_info)."""
+        if self._c is None:
+            raise _closed_error("rail_info")
+        out = ffi.new("rmx_rail_info_t *")
+        rc = lib.rmx_rail_info(self._c, rail, out)
+        if rc < 0:
+            raise make_error(rc, "rail_info")
+        return {"up": bool(out.up), "parts": int(out.parts), "bytes": int(out.bytes)}
+
+    def close_rail(self, rail: int) -> None:
+        """rmx_rail_close: its parts in flight complete, the rest go elsewhere."""
+        rc = lib.rmx_rail_close(self._usable("close_rail"), rail)
+        if rc < 0:
+            raise make_error(rc, "close_rail")
+
     async def read(self, dst: Buffer, rkey: "RemoteKey", offset: int = 0) -> None:
         """Read len(dst) bytes at ``offset`` of the peer's memory into the
         writable buffer ``dst`` (borrowed until the read completes)."""

@@ -202,6 +202,13 @@ def _py_on_lookup(c, status, rk, arg):
 
 
 @ffi.def_extern(onerror=_onerror)
+def _py_on_rail(c, status, rail, arg):
+    op = _find(arg, take=True)
+    if op is not None:
+        op.finish(status, rail)
+
+
+@ffi.def_extern(onerror=_onerror)
 def _py_on_rpc(req, data, n, arg):
     handler = _find(arg)
     if handler is not None:
