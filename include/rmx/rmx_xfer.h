@@ -246,7 +246,11 @@ typedef void (*rmx_rail_cb)(rmx_conn_t *c, int status, unsigned rail, void *arg)
  */
 RMX_API int rmx_rail_add(rmx_conn_t *c, const char *uri, rmx_rail_cb cb, void *arg);
 
-/** @brief Rails of @p c up now (0 for a connection without rails). */
+/**
+ * @brief Rails of @p c up now.
+ * @param c  a connection (NULL: 0)
+ * @return the rails that carry parts now: 0 for a connection without rails
+ */
 RMX_API unsigned rmx_conn_rails(const rmx_conn_t *c);
 
 /** What one lane of a connection has carried (rmx_rail_info()). */
@@ -259,6 +263,9 @@ typedef struct rmx_rail_info {
 /**
  * @brief What rail @p rail of @p c (0: @p c itself) has carried, also
  * after it went.
+ * @param c  a connection this side opened
+ * @param rail  0 .. @ref RMX_RAILS_MAX
+ * @param[out] out  its state and counters
  * @return 0, @ref RMX_EINVAL, @ref RMX_ENOENT (no such rail was opened)
  */
 RMX_API int rmx_rail_info(const rmx_conn_t *c, unsigned rail, rmx_rail_info_t *out);
@@ -266,6 +273,8 @@ RMX_API int rmx_rail_info(const rmx_conn_t *c, unsigned rail, rmx_rail_info_t *o
 /**
  * @brief Close rail @p rail of @p c (orderly): its parts in flight complete,
  * the rest go over the other lanes; @p c carries on.
+ * @param c  a connection this side opened
+ * @param rail  1 .. @ref RMX_RAILS_MAX, as rmx_rail_add() gave it
  * @return 0, @ref RMX_EINVAL, @ref RMX_ENOENT (not open)
  */
 RMX_API int rmx_rail_close(rmx_conn_t *c, unsigned rail);
