@@ -131,7 +131,7 @@ int rmx__vb_mem_reg(struct rmx_tp *tp, void *addr, size_t len, unsigned access,
   rmx_tp_mem_t *m = mem_new(tp, addr, len, access);
   if (!m)
     return RMX_ENOMEM;
-  vb_dev_t *dev = scope ? scope->dev : tp->dev;
+  vb_dev_t *dev = scope && scope->dev ? scope->dev : tp->dev; /* the scope's mode */
   if (dev->pd_per_conn) {
     /* Exposed: in the connection's PD. Local only: in each PD where used
      * (pd.c), so nothing here. */
