@@ -58,7 +58,9 @@ typedef enum {
 } rmx_progress_t;
 
 /** How a peer's keys are confined to its own connection on an RDMA device
- *  (docs/security.md; @c key_scope). TCP ignores it. */
+ *  (docs/security.md; @c key_scope). TCP ignores it. It sets the mode of
+ *  the first device a context opens: any later one has a protection domain
+ *  per connection (docs/one-sided.md, "Several devices"). */
 typedef enum {
   RMX_KEY_SCOPE_AUTO = 0,    /**< memory windows where the device binds type-2 windows, else a
                                   protection domain per connection (default) */
@@ -225,8 +227,9 @@ typedef struct rmx_config {
    * auto): its own receive queue, or a shared receive queue of
    * @c srq_depth buffers per device, which idle connections cost nothing
    * of (docs/scaling.md). A device without shared receive queues, or with
-   * a protection domain per connection (@c key_scope pd), keeps them per
-   * connection (with 1: a connection is refused, @ref RMX_ENOTSUP).
+   * a protection domain per connection (@c key_scope pd, or a context's
+   * second device), keeps them per connection (with 1: a connection is
+   * refused, @ref RMX_ENOTSUP).
    */
   rmx_srq_mode_t srq;
   /** Receive buffers of a shared receive queue (RMX_SRQ_DEPTH, 1024), each

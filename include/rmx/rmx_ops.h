@@ -94,7 +94,11 @@ RMX_API void rmx_mem_dereg(rmx_mem_t *m);
  * domain per RDMA connection (@c key_scope RMX_KEY_SCOPE_PD, or
  * RMX_KEY_SCOPE_AUTO on a device without type-2 memory windows) there are
  * no capability keys: one key cannot span domains, and this refuses with
- * @ref RMX_ENOTSUP (logged); use rmx_mem_pack_for() there.
+ * @ref RMX_ENOTSUP (logged); use rmx_mem_pack_for() there. A context on
+ * several RDMA devices packs the key of the first one it opened: used by
+ * the peer of a connection through another device (which has a protection
+ * domain per connection), it is refused like a forged key
+ * (docs/one-sided.md, "Several devices").
  *
  * The blob goes to the peer in any message (docs/protocol.md, "Remote
  * keys", gives its layout). What it needs: a registration with a remote

@@ -347,10 +347,10 @@ int rmx_connect(rmx_ctx_t *ctx, const char *uri, rmx_connect_cb on_connected, vo
 /* ---- the handshake's end ---- */
 
 /* Logs name a connection by the peer's address and, where the transport
- * has one, its own name for it: "192.0.2.1:7471 QP 0x15". */
+ * has one, its own name for it: "192.0.2.1:7471 QP 0x15 on rxe0". */
 static void conn_label(rmx_conn_t *c)
 {
-  char label[32];
+  char label[96];
   if (!c->ops->conn_label || c->ops->conn_label(c->tc, label, sizeof(label)) != 0)
     return;
   c->peer[strcspn(c->peer, " ")] = '\0'; /* a reconnect's new label replaces the old */

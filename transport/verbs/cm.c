@@ -185,7 +185,7 @@ int rmx__vb_conn_label(struct rmx_tp_conn *tc, char *buf, size_t len)
 {
   if (!tc->qp)
     return RMX_ENOTCONN;
-  snprintf(buf, len, "QP 0x%x", tc->qp->qp_num);
+  snprintf(buf, len, "QP 0x%x on %s", tc->qp->qp_num, tc->dev->name); /* which rail */
   return 0;
 }
 

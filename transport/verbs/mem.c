@@ -13,6 +13,12 @@
  * one peer is an MR with the remote rights in that peer's connection's PD,
  * and there are no capability keys: one key cannot span PDs.
  *
+ * With several devices (dev.c) what a connection is given goes by its own
+ * device's mode (scope->dev, tc->dev); registrations without one, and
+ * capability keys, are the first device's (tp->dev). A connection on a
+ * later device (always a PD per connection) cannot use a capability key:
+ * its peer's access with one is refused as a forged key's would be.
+ *
  * The window's key is ours to choose in its low byte; the rest is the
  * device's index. A bind is a request on the QP's send queue, chained
  * ahead of whatever is sent after it, so the RTS or message that carries
@@ -63,11 +69,11 @@ static int window_new(rmx_tp_mem_t *m, struct rmx_tp_conn *tc)
 {
   if (tc->dead || tc->closing || tc->state != VC_UP)
     return RMX_ENOTCONN;
-  m->mw = ibv_alloc_mw(m->tp->dev->pd, IBV_MW_TYPE_2);
+  m->mw = ibv_alloc_mw(tc->dev->pd, IBV_MW_TYPE_2);
   if (!m->mw) {
     int rc = rmx__vb_err_from_errno(errno);
     RMX_TP_LOG(m->tp->env, ERROR, "rdma: cannot allocate a memory window on %s: %s",
-               m->tp->dev->name, strerror(errno));
+               tc->dev->name, strerror(errno));
     return rc;
   }
   /* The bind names the window by its current key (mw->rkey, read when the
@@ -125,7 +131,8 @@ int rmx__vb_mem_reg(struct rmx_tp *tp, void *addr, size_t len, unsigned access,
   rmx_tp_mem_t *m = mem_new(tp, addr, len, access);
   if (!m)
     return RMX_ENOMEM;
-  if (tp->dev->pd_per_conn) {
+  vb_dev_t *dev = scope && scope->dev ? scope->dev : tp->dev; /* the scope's mode */
+  if (dev->pd_per_conn) {
     /* Exposed: in the connection's PD. Local only: in each PD where used
      * (pd.c), so nothing here. */
     int rc = scope ? pd_mr_new(m, scope) : 0;
@@ -136,9 +143,9 @@ int rmx__vb_mem_reg(struct rmx_tp *tp, void *addr, size_t len, unsigned access,
     *out = m;
     return 0;
   }
-  int windows = m->remote && tp->dev->windows;
+  int windows = m->remote && dev->windows;
   unsigned flags = m->local | (windows ? IBV_ACCESS_MW_BIND : m->remote);
-  m->mr = ibv_reg_mr(tp->dev->pd, addr, m->len, (int)flags);
+  m->mr = ibv_reg_mr(dev->pd, addr, m->len, (int)flags);
   if (!m->mr) {
     int rc = rmx__vb_reg_err(tp, len, errno);
     free(m);
@@ -157,6 +164,7 @@ int rmx__vb_mem_reg(struct rmx_tp *tp, void *addr, size_t len, unsigned access,
   return 0;
 }
 
+/* On the first device only: a key no other device's QP can use (above). */
 int rmx__vb_mem_open(rmx_tp_mem_t *m)
 {
   if (m->mw || m->parent)
@@ -191,7 +199,7 @@ int rmx__vb_mem_grant(rmx_tp_mem_t *parent, struct rmx_tp_conn *tc, rmx_tp_mem_t
   m->parent = parent;
   m->remote = parent->remote;
   m->local = parent->local;
-  if (parent->tp->dev->pd_per_conn) {
+  if (tc->dev->pd_per_conn) { /* a later device's connection is, whatever the first is */
     int rc = pd_mr_new(m, tc);
     if (rc) {
       free(m);

@@ -73,7 +73,8 @@ static int srq_wanted(struct rmx_tp_conn *tc)
                        "rdma: RMX_SRQ=1, but %s %s: connection refused (RMX_SRQ=auto uses a "
                        "receive queue per connection there)", dev->name,
                        dev->pd_per_conn ? "has a protection domain per connection "
-                                          "(RMX_KEY_SCOPE=pd), which a shared queue cannot serve"
+                                          "(RMX_KEY_SCOPE=pd, or not the context's first "
+                                          "device), which a shared queue cannot serve"
                                         : "has no shared receive queues");
   return rc;
 }

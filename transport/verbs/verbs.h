@@ -86,8 +86,9 @@ typedef struct vb_dev {
   struct ibv_device_attr attr;
   uint64_t port_max_msg[4]; /* per port (1 to 4): 0 until asked */
   uint8_t windows;         /* keys scoped by type-2 memory windows bound to a QP */
-  uint8_t pd_per_conn;     /* RMX_KEY_SCOPE=pd (or auto without windows): pd.c */
-  uint8_t told_no_cap;     /* rmx_mem_pack refused in PD mode: logged once */
+  uint8_t pd_per_conn;     /* RMX_KEY_SCOPE=pd, auto without windows, or not the
+                              first device: pd.c */
+  uint8_t told_no_cap;     /* rmx_mem_pack refused in PD mode: logged once (first device) */
   char name[64];
 } vb_dev_t;
 
@@ -266,7 +267,8 @@ struct rmx_tp {
   uv_poll_t ech_poll;
   uv_idle_t idle;          /* reaping, deferred failures, and poll mode */
   rmx_list_t devs;
-  vb_dev_t *dev;           /* the device in use (one per context for now) */
+  vb_dev_t *dev;           /* the first device opened: registrations without a
+                              connection, capability keys (dev.c) */
   rmx_list_t conns;
   rmx_list_t repost;       /* conns with receive buffers to give back */
   rmx_list_t unflushed;    /* conns with requests built, not yet posted */
@@ -364,10 +366,14 @@ int rmx__vb_pd_lkey(struct rmx_tp_conn *tc, rmx_tp_mem_t *m, uint32_t *lkey);
 /* Every MR m has in connections' PDs. */
 void rmx__vb_pd_mem_release(rmx_tp_mem_t *m);
 
-/* The local key of m on tc: its own MR's, except with a PD per connection. */
+/* The local key of m on tc: its own MR's, except with a PD per connection.
+ * Without one, tc is on the first device, where m has its MR unless m was
+ * made for a connection on a later device (never used elsewhere). */
 static inline int vb_lkey(struct rmx_tp_conn *tc, rmx_tp_mem_t *m, uint32_t *lkey)
 {
   if (!tc->own_pd) {
+    if (m->in_pd)
+      return RMX_EINVAL;
     *lkey = m->mr->lkey;
     return 0;
   }
