@@ -211,8 +211,8 @@ static void rail_connected(rmx_conn_t *r, int status, void *arg)
   if (status == 0 && a->c->state != RMX_CS_ESTABLISHED)
     status = a->c->user_closed ? RMX_ECANCELED : RMX_ENOTCONN;
   if (status) {
+    add_end(a, status); /* first: the close below finds no add to end */
     rmx_conn_close(r, NULL, NULL); /* freed with no more calls */
-    add_end(a, status);
     return;
   }
   rmx_conn_set_cbs(r, &rail_cbs, NULL);
@@ -361,6 +361,9 @@ void rmx__rails_down(rmx_conn_t *c)
     return;
   if (c->lane) { /* one rail: its connection carries on */
     rmx_conn_t *p = t->lane[0];
+    rail_add_t *a = t->add[c->lane];
+    if (a && t->lane[c->lane] == c) /* gone before the peer said UP: its add ends */
+      add_end(a, c->user_closed ? RMX_ECANCELED : c->err ? c->err : RMX_ENOTCONN);
     if (!c->user_closed && p && p->state == RMX_CS_ESTABLISHED && c->err)
       RMX_LOG(c->ctx, WARN, "%s peer %s: rail %u lost (%s); transfers go on without it",
               c->ops->name, p->peer, c->lane, rmx_strerror(c->err));
