@@ -372,6 +372,7 @@ int main(int argc, char **argv)
     T(rail_keys_stay_on_their_connection),
     T(server_hello_with_rail_is_refused),
     T(hostile_offers_and_ups),
+    T(rail_lost_before_up),
   };
   return cmocka_run_group_tests_name("hostile-rails", tests, NULL, NULL);
 }

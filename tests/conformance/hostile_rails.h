@@ -32,5 +32,6 @@ int rail_dial(peer_t *p, peer_t *r, uint16_t flags, uint64_t token, size_t len);
 void rail_keys_stay_on_their_connection(void **state); /* hostile_rails_srv.c */
 void server_hello_with_rail_is_refused(void **state);
 void hostile_offers_and_ups(void **state);
+void rail_lost_before_up(void **state);
 
 #endif

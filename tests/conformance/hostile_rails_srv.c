@@ -132,7 +132,7 @@ static struct rsrv {
   atomic_int done;
 } R;
 
-enum { RS_RAIL_FLAG, RS_OFFERS };
+enum { RS_RAIL_FLAG, RS_OFFERS, RS_NO_UP };
 
 /* Accept one and read its HELLO into h (its length in *len). */
 static int rs_accept(peer_t *p, int *fd, uint8_t *h, uint32_t *len)
@@ -174,10 +174,11 @@ static int rs_offers(peer_t *p)
   uint32_t len;
   int rail = -1, rc = -1;
   /* UP for rails never asked for: 1, 0, 9, and one of 2 bytes */
-  if (rpc_req(p, 0, UP_ID, 1, up, 1) || rpc_req(p, 0, UP_ID, 1, "\0", 1) ||
-      rpc_req(p, 0, UP_ID, 1, "\x09", 1) || rpc_req(p, 0, UP_ID, 1, up, 2))
+  if (R.mode == RS_OFFERS &&
+      (rpc_req(p, 0, UP_ID, 1, up, 1) || rpc_req(p, 0, UP_ID, 1, "\0", 1) ||
+       rpc_req(p, 0, UP_ID, 1, "\x09", 1) || rpc_req(p, 0, UP_ID, 1, up, 2)))
     goto out;
-  for (size_t v = 0; v < NANS; v++) {
+  for (size_t v = R.mode == RS_NO_UP ? NANS - 1 : 0; v < NANS; v++) {
     do {
       if (next_ev(p, e))
         goto out;
@@ -203,8 +204,14 @@ static int rs_offers(peer_t *p)
           (unsigned long long)g64(h + HELLO_LEN));
     goto out;
   }
+  if (R.mode == RS_NO_UP) { /* the rail goes before its UP */
+    if (rs_ack(p, rail, 0))
+      goto out;
+    close(rail);
+    rail = -1;
+  }
   /* UP once, then twice more (the second and third ignored) */
-  if (rs_ack(p, rail, 0) || rpc_req(p, 0, UP_ID, 1, up, 1) || rpc_req(p, 0, UP_ID, 1, up, 1) ||
+  else if (rs_ack(p, rail, 0) || rpc_req(p, 0, UP_ID, 1, up, 1) || rpc_req(p, 0, UP_ID, 1, up, 1) ||
       rpc_req(p, 0, UP_ID, 1, up, 1))
     goto out;
   /* the connection still carries messages, then goes with its rail */
@@ -220,7 +227,7 @@ static int rs_offers(peer_t *p)
     if (next_ev(p, e))
       goto out;
   } while (!(e->kind == K_FRAME && e->ftype == F_BYE));
-  PCHECK(p, drain_eof(rail, 5000) == 1, "the client kept its rail");
+  PCHECK(p, rail < 0 || drain_eof(rail, 5000) == 1, "the client kept its rail");
   rc = 0;
 out:
   if (rail >= 0)
@@ -248,6 +255,8 @@ static void *rs_main(void *arg)
         pfail(p, "the raw server stopped: %s", p->saw_eof ? "the client hung up" : "I/O");
     }
   }
+  if (p->fd >= 0)
+    shutdown(p->fd, SHUT_RDWR); /* the client's close ends here, not at its timeout */
   atomic_store(&R.done, 1);
   rmx_ctx_post(S.ctx, wake, NULL);
   return NULL;
@@ -343,4 +352,27 @@ void hostile_offers_and_ups(void **state)
   pump_for(20);
   assert_int_equal(C.closed, 1);
   assert_int_equal(C.rails, (int)NANS);
+}
+
+/* The rail established, then lost before the peer said UP: the add ends
+ * with an error, once, and the connection carries on. */
+void rail_lost_before_up(void **state)
+{
+  char uri[64];
+  srv_start(NULL);
+  rs_start(RS_NO_UP);
+  rmx_conn_t *c = k_connect(uri, sizeof(uri));
+  assert_int_equal(C.status, 0);
+  assert_int_equal(rmx_rail_add(c, uri, k_rail, NULL), 0);
+  PUMP_UNTIL(C.rails == 1);
+  assert_int_not_equal(C.rail_st[0], 0);
+  assert_int_equal(C.rail_no[0], 0);
+  assert_int_equal(rmx_conn_rails(c), 0);
+  assert_int_equal(rmx_send(c, "still", 5, NULL, NULL), 0);
+  assert_int_equal(rmx_conn_close(c, k_closed, NULL), 0);
+  PUMP_UNTIL(C.closed);
+  rs_join();
+  pump_for(20);
+  assert_int_equal(C.closed, 1);
+  assert_int_equal(C.rails, 1);
 }
