@@ -148,9 +148,11 @@ void rmx__rail_attach(rmx_conn_t *r)
   r->rail_token = 0;
   rmx_conn_set_cbs(r, &rail_cbs, NULL);
   if (!c || c->state != RMX_CS_ESTABLISHED || c->tpi != r->tpi) {
-    /* Its connection went (or its offer lapsed) during the handshake. */
-    RMX_LOG_LIMITED(r->ctx, &r->ctx->rl_refused, WARN, "%s peer %s: a rail for a connection "
-                    "no longer here: closed", r->ops->name, r->peer);
+    /* Its connection went, its offer lapsed, or another rail took its
+     * token (both presented it at once), during the handshake. */
+    RMX_LOG_LIMITED(r->ctx, &r->ctx->rl_refused, WARN, "%s peer %s: a rail whose token is no "
+                    "longer on offer (taken, lapsed, or its connection gone): closed",
+                    r->ops->name, r->peer);
     r->lane = 1; /* not the application's: nothing reaches it */
     rmx_conn_close(r, NULL, NULL);
     return;
