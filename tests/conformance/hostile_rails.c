@@ -231,12 +231,78 @@ static int s_offers(peer_t *p)
   PCHECK(p, (rc = rail_dial(p, &r, 2, seen[7], 40)) == 0, "rail 7: %d", rc);
   if (wait_up(p, 7))
     return -1;
+  /* UP towards the accepting side, which asks for none: ignored */
+  PCHECK(p, rpc_req(p, 0, UP_ID, 1, "\x07", 1) == 0, "UP not sent");
   PCHECK(p, send_rmx(p, F_DATA, 0, "after", 5) == 0, "DATA not sent");
   if (goodbye(p))
     return -1;
   PCHECK(p, drain_eof(r.fd, 5000) == 1, "the rail outlived its connection");
   close(r.fd);
   return 0;
+}
+
+/* Two rails present one token at once: one is attached, the other refused
+ * (REJECT, or closed after its HELLO_ACK where both passed the first
+ * check); one UP. */
+static int s_twice(peer_t *p)
+{
+  unsigned l;
+  uint64_t t;
+  uint8_t b[8 + 40] = {0}, kind, body[256];
+  uint32_t blen;
+  int fd[2], up = 0, refused = 0;
+  hello_t h = hello_default();
+  h.flags = 2;
+  if (handshake(p) || offer(p, NULL, 0, &l, &t))
+    return -1;
+  tf(b, K_HELLO, 40);
+  hello_enc(b + 8, &h);
+  p64(b + 8 + HELLO_LEN, t);
+  for (int i = 0; i < 2; i++) {
+    fd[i] = raw_dial(S.port);
+    PCHECK(p, fd[i] >= 0 && wr_all(fd[i], b, sizeof(b)) == 0, "rail %d not sent", i);
+  }
+  for (int i = 0; i < 2; i++) {
+    PCHECK(p, rd_tframe(fd[i], &kind, body, &blen, sizeof(body)) == 0, "no answer to %d", i);
+    if (kind == K_REJECT) {
+      PCHECK(p, blen == 4 && (int32_t)g32(body) == RMX_EACCES, "refused with %d",
+             (int32_t)g32(body));
+      refused++;
+    } else {
+      PCHECK(p, kind == K_HELLO_ACK, "answered by kind %u", kind);
+      /* a read with a key of nothing: a rail up answers it; the one
+       * refused said BYE first (or hung up) */
+      uint8_t rq[40];
+      PCHECK(p, wr_all(fd[i], rq, rd_req_enc(rq, 9, 4096, 8, 0x1234)) == 0 ||
+                    hung_up(fd[i]), "RD_REQ not sent");
+      int r = rd_tframe(fd[i], &kind, body, &blen, sizeof(body));
+      if (r != 0 || (kind == K_FRAME && body[0] == F_BYE)) {
+        refused++;
+      } else {
+        PCHECK(p, kind == K_RD_RESP && (int32_t)g32(body + 8) == RMX_EACCES,
+               "a read with no key answered by kind %u", kind);
+        up++;
+      }
+    }
+  }
+  PCHECK(p, up == 1 && refused == 1, "%d rails up, %d refused", up, refused);
+  if (wait_up(p, l))
+    return -1;
+  PCHECK(p, send_rmx(p, F_DATA, 0, "after", 5) == 0, "DATA not sent");
+  int rc = goodbye(p);
+  for (int i = 0; i < 2; i++)
+    close(fd[i]);
+  PCHECK(p, p->u[5] == 1, "%llu UP requests", (unsigned long long)p->u[5]);
+  return rc;
+}
+
+static void a_token_presented_twice_at_once(void **state)
+{
+  srv_start(NULL);
+  peer_t *p = peer_start(s_twice, NULL, 0);
+  peer_join(p);
+  PUMP_UNTIL(S.nsc == 1 && S.sc[0].closed);
+  assert_int_equal(S.sc[0].recvs, 1);
 }
 
 static void offers_are_bounded(void **state)
@@ -367,6 +433,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
     T(rail_hellos_are_checked),
     T(offers_are_bounded),
+    T(a_token_presented_twice_at_once),
     T(lapsed_offers_are_refused),
     T(messages_on_a_rail_close_it),
     T(rail_keys_stay_on_their_connection),
