@@ -411,6 +411,7 @@ static void messages_on_a_rail_close_it(void **state)
   static uint8_t mem[64];
   srv_start(NULL);
   reg_and_publish(mem, sizeof(mem), RMX_MEM_REMOTE_WRITE | RMX_MEM_REMOTE_READ);
+  size_t before = heap_used();
   peer_t *p = peer_start(s_messages, NULL, 0);
   wait_step(p, 1);
   assert_int_equal(S.nsc, 1);
@@ -423,6 +424,11 @@ static void messages_on_a_rail_close_it(void **state)
   peer_join(p);
   PUMP_UNTIL(S.sc[0].closed);
   assert_int_equal(S.sc[0].disc_status, 0);
+  pump_for(10);
+  /* five rails and their connection gone: the heap is back (freelists aside) */
+  size_t after = heap_used();
+  if (after > before + MEM_SLACK)
+    fail_msg("the heap grew by %zu bytes", after - before);
 }
 
 int main(int argc, char **argv)
