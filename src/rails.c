@@ -40,6 +40,7 @@ typedef struct rail_add {
   void *arg;
   unsigned lane;  /* its number, once offered */
   uint8_t connected, told; /* the rail's transport is up; the peer said UP */
+  uv_timer_t *late; /* from the rail's connect until UP: the peer's UP is due */
   int status;
   rmx__deferred_t defer; /* cb runs from here */
 } rail_add_t;
@@ -179,10 +180,16 @@ static void add_deliver(rmx__deferred_t *d)
   free(a);
 }
 
+static void late_closed(uv_handle_t *h) { free(h); }
+
 /* The add is over: its callback runs from the loop. */
 static void add_end(rail_add_t *a, int status)
 {
   struct rmx__rails *t = a->c->rails;
+  if (a->late) {
+    uv_close((uv_handle_t *)a->late, late_closed);
+    a->late = NULL;
+  }
   if (t && a->lane && t->add[a->lane] == a)
     t->add[a->lane] = NULL;
   a->status = status;
@@ -199,6 +206,19 @@ static void rail_ready(rail_add_t *a, rmx_conn_t *r)
   RMX_LOG(c->ctx, INFO, "%s peer %s: rail %u up, to %s", c->ops->name, c->peer, a->lane,
           r->peer);
   add_end(a, 0);
+}
+
+/* The rail is established here but the peer never said UP: it goes. */
+static void up_late(uv_timer_t *tm)
+{
+  rail_add_t *a = tm->data;
+  rmx_conn_t *c = a->c, *r = c->rails ? c->rails->lane[a->lane] : NULL;
+  RMX_LOG_LIMITED(c->ctx, &c->ctx->rl_proto, WARN, "%s peer %s: rail %u established but not "
+                  "attached within %u ms (RMX_HANDSHAKE_TIMEOUT_MS): closed", c->ops->name,
+                  c->peer, a->lane, c->ctx->cfg.handshake_timeout_ms);
+  add_end(a, RMX_ETIMEDOUT);
+  if (r && !r->user_closed)
+    rmx_conn_close(r, NULL, NULL);
 }
 
 static void rail_connected(rmx_conn_t *r, int status, void *arg)
@@ -219,8 +239,20 @@ static void rail_connected(rmx_conn_t *r, int status, void *arg)
   }
   rmx_conn_set_cbs(r, &rail_cbs, NULL);
   a->connected = 1;
-  if (a->told)
+  if (a->told) {
     rail_ready(a, r);
+    return;
+  }
+  /* UP comes on the connection once the peer attached the rail: due within
+   * its handshake's time, or the add ends */
+  if ((a->late = malloc(sizeof(*a->late))) == NULL) {
+    add_end(a, RMX_ENOMEM); /* first: the close below finds no add to end */
+    rmx_conn_close(r, NULL, NULL);
+    return;
+  }
+  uv_timer_init(r->ctx->loop, a->late);
+  a->late->data = a;
+  uv_timer_start(a->late, up_late, r->ctx->cfg.handshake_timeout_ms, 0);
 }
 
 /* The accepting side attached rail l (one-way, on the connection). */
