@@ -446,6 +446,7 @@ int main(int argc, char **argv)
     T(server_hello_with_rail_is_refused),
     T(hostile_offers_and_ups),
     T(rail_lost_before_up),
+    T(rail_never_told_up),
   };
   return cmocka_run_group_tests_name("hostile-rails", tests, NULL, NULL);
 }

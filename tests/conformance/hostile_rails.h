@@ -33,5 +33,6 @@ void rail_keys_stay_on_their_connection(void **state); /* hostile_rails_srv.c */
 void server_hello_with_rail_is_refused(void **state);
 void hostile_offers_and_ups(void **state);
 void rail_lost_before_up(void **state);
+void rail_never_told_up(void **state);
 
 #endif

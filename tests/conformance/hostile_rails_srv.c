@@ -132,7 +132,7 @@ static struct rsrv {
   atomic_int done;
 } R;
 
-enum { RS_RAIL_FLAG, RS_OFFERS, RS_NO_UP };
+enum { RS_RAIL_FLAG, RS_OFFERS, RS_NO_UP, RS_SILENT };
 
 /* Accept one and read its HELLO into h (its length in *len). */
 static int rs_accept(peer_t *p, int *fd, uint8_t *h, uint32_t *len)
@@ -178,7 +178,7 @@ static int rs_offers(peer_t *p)
       (rpc_req(p, 0, UP_ID, 1, up, 1) || rpc_req(p, 0, UP_ID, 1, "\0", 1) ||
        rpc_req(p, 0, UP_ID, 1, "\x09", 1) || rpc_req(p, 0, UP_ID, 1, up, 2)))
     goto out;
-  for (size_t v = R.mode == RS_NO_UP ? NANS - 1 : 0; v < NANS; v++) {
+  for (size_t v = R.mode != RS_OFFERS ? NANS - 1 : 0; v < NANS; v++) {
     do {
       if (next_ev(p, e))
         goto out;
@@ -204,9 +204,13 @@ static int rs_offers(peer_t *p)
           (unsigned long long)g64(h + HELLO_LEN));
     goto out;
   }
-  if (R.mode == RS_NO_UP) { /* the rail goes before its UP */
+  if (R.mode == RS_NO_UP || R.mode == RS_SILENT) { /* the rail goes before its UP */
     if (rs_ack(p, rail, 0))
       goto out;
+    if (R.mode == RS_SILENT && drain_eof(rail, 10000) != 1) { /* the client closes it */
+      pfail(p, "the client kept a rail the server never said UP for");
+      goto out;
+    }
     close(rail);
     rail = -1;
   }
@@ -354,17 +358,22 @@ void hostile_offers_and_ups(void **state)
   assert_int_equal(C.rails, (int)NANS);
 }
 
-/* The rail established, then lost before the peer said UP: the add ends
- * with an error, once, and the connection carries on. */
-void rail_lost_before_up(void **state)
+/* The rail established, then lost before the peer said UP (mode
+ * RS_NO_UP), or never told UP (RS_SILENT: RMX_ETIMEDOUT after the
+ * handshake's time): the add ends with an error, once, and the connection
+ * carries on. */
+static void no_up(int mode)
 {
   char uri[64];
-  srv_start(NULL);
-  rs_start(RS_NO_UP);
+  srvcfg_t o = {.handshake_timeout_ms = 50};
+  srv_start(mode == RS_SILENT ? &o : NULL);
+  rs_start(mode);
   rmx_conn_t *c = k_connect(uri, sizeof(uri));
   assert_int_equal(C.status, 0);
   assert_int_equal(rmx_rail_add(c, uri, k_rail, NULL), 0);
   PUMP_UNTIL(C.rails == 1);
+  if (mode == RS_SILENT)
+    assert_int_equal(C.rail_st[0], RMX_ETIMEDOUT);
   assert_int_not_equal(C.rail_st[0], 0);
   assert_int_equal(C.rail_no[0], 0);
   assert_int_equal(rmx_conn_rails(c), 0);
@@ -376,3 +385,6 @@ void rail_lost_before_up(void **state)
   assert_int_equal(C.closed, 1);
   assert_int_equal(C.rails, 1);
 }
+
+void rail_lost_before_up(void **state) { no_up(RS_NO_UP); }
+void rail_never_told_up(void **state) { no_up(RS_SILENT); }
