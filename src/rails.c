@@ -399,8 +399,10 @@ void rmx__rails_down(rmx_conn_t *c)
     if (a && t->lane[c->lane] == c) /* gone before the peer said UP: its add ends */
       add_end(a, c->user_closed ? RMX_ECANCELED : c->err ? c->err : RMX_ENOTCONN);
     if (!c->user_closed && p && p->state == RMX_CS_ESTABLISHED && c->err)
-      RMX_LOG(c->ctx, WARN, "%s peer %s: rail %u lost (%s); transfers go on without it",
-              c->ops->name, p->peer, c->lane, rmx_strerror(c->err));
+      /* a peer can lose 7 rails of each connection at will */
+      RMX_LOG_LIMITED(c->ctx, &c->ctx->rl_proto, WARN, "%s peer %s: rail %u lost (%s); "
+                      "transfers go on without it", c->ops->name, p->peer, c->lane,
+                      rmx_strerror(c->err));
     else if (!c->user_closed && p && p->state == RMX_CS_ESTABLISHED)
       RMX_LOG(c->ctx, INFO, "%s peer %s: rail %u closed by the peer", c->ops->name, p->peer,
               c->lane);
