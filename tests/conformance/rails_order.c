@@ -453,6 +453,36 @@ static void rail_close_in_xfer_completion(void **state)
   rmx_xfer_release(x3);
 }
 
+/* rmx_rail_close of a rail being added (its OFFER answered, the rail
+ * connecting): the add ends RMX_ECANCELED, once; A carries on and a later
+ * add gets the next number. */
+static void rail_close_while_adding(void **state)
+{
+  (void)state;
+  rmx_rail_info_t in;
+  connect_a();
+  pump(&W.connected, 1);
+  rail_add("to close");
+  assert_int_equal(rmx_rail_close(W.a, 1), RMX_ENOENT); /* not open yet */
+  for (int i = 0; rmx_rail_info(W.a, 1, &in) != 0; i++) {
+    assert_true(i < 1000000);
+    assert_true(rmx_ctx_progress(W.o) >= 0);
+    assert_true(rmx_ctx_progress(W.r) >= 0);
+  }
+  assert_int_equal(W.rails, 0);
+  W.in_api = 1;
+  assert_int_equal(rmx_rail_close(W.a, 1), 0);
+  W.in_api = 0;
+  pump(&W.rails, 1);
+  assert_int_equal(W.rail_st[0], RMX_ECANCELED);
+  assert_int_equal(rmx_rail_close(W.a, 1), RMX_ENOENT);
+  rail_add("after the close");
+  pump(&W.rails, 2);
+  assert_int_equal(W.rail_st[1], 0);
+  assert_int_equal(W.rail_no[1], 2);
+  assert_int_equal(rmx_conn_rails(W.a), 1);
+}
+
 /* A request posted in the turn a rail is asked for completes. */
 static void xfer_posted_while_adding(void **state)
 {
@@ -484,7 +514,7 @@ int main(int argc, char **argv)
     T(add_in_connected_and_in_rail_cb), T(add_in_xfer_completion), T(close_in_rail_cb),
     T(destroy_with_offer_in_flight), T(destroy_with_rail_connecting),
     T(rail_close_in_xfer_completion),
-    T(xfer_posted_while_adding),
+    T(rail_close_while_adding), T(xfer_posted_while_adding),
   };
   char name[64];
   snprintf(name, sizeof(name), "rails-order/%s", scheme);
