@@ -40,6 +40,7 @@ typedef struct rail_add {
   void *arg;
   unsigned lane;  /* its number, once offered */
   uint8_t connected, told; /* the rail's transport is up; the peer said UP */
+  uv_timer_t *late; /* from the rail's connect until UP: the peer's UP is due */
   int status;
   rmx__deferred_t defer; /* cb runs from here */
 } rail_add_t;
@@ -148,9 +149,11 @@ void rmx__rail_attach(rmx_conn_t *r)
   r->rail_token = 0;
   rmx_conn_set_cbs(r, &rail_cbs, NULL);
   if (!c || c->state != RMX_CS_ESTABLISHED || c->tpi != r->tpi) {
-    /* Its connection went (or its offer lapsed) during the handshake. */
-    RMX_LOG_LIMITED(r->ctx, &r->ctx->rl_refused, WARN, "%s peer %s: a rail for a connection "
-                    "no longer here: closed", r->ops->name, r->peer);
+    /* Its connection went, its offer lapsed, or another rail took its
+     * token (both presented it at once), during the handshake. */
+    RMX_LOG_LIMITED(r->ctx, &r->ctx->rl_refused, WARN, "%s peer %s: a rail whose token is no "
+                    "longer on offer (taken, lapsed, or its connection gone): closed",
+                    r->ops->name, r->peer);
     r->lane = 1; /* not the application's: nothing reaches it */
     rmx_conn_close(r, NULL, NULL);
     return;
@@ -177,10 +180,16 @@ static void add_deliver(rmx__deferred_t *d)
   free(a);
 }
 
+static void late_closed(uv_handle_t *h) { free(h); }
+
 /* The add is over: its callback runs from the loop. */
 static void add_end(rail_add_t *a, int status)
 {
   struct rmx__rails *t = a->c->rails;
+  if (a->late) {
+    uv_close((uv_handle_t *)a->late, late_closed);
+    a->late = NULL;
+  }
   if (t && a->lane && t->add[a->lane] == a)
     t->add[a->lane] = NULL;
   a->status = status;
@@ -199,6 +208,19 @@ static void rail_ready(rail_add_t *a, rmx_conn_t *r)
   add_end(a, 0);
 }
 
+/* The rail is established here but the peer never said UP: it goes. */
+static void up_late(uv_timer_t *tm)
+{
+  rail_add_t *a = tm->data;
+  rmx_conn_t *c = a->c, *r = c->rails ? c->rails->lane[a->lane] : NULL;
+  RMX_LOG_LIMITED(c->ctx, &c->ctx->rl_proto, WARN, "%s peer %s: rail %u established but not "
+                  "attached within %u ms (RMX_HANDSHAKE_TIMEOUT_MS): closed", c->ops->name,
+                  c->peer, a->lane, c->ctx->cfg.handshake_timeout_ms);
+  add_end(a, RMX_ETIMEDOUT);
+  if (r && !r->user_closed)
+    rmx_conn_close(r, NULL, NULL);
+}
+
 static void rail_connected(rmx_conn_t *r, int status, void *arg)
 {
   struct rmx__rails *t = r->rails;
@@ -211,14 +233,26 @@ static void rail_connected(rmx_conn_t *r, int status, void *arg)
   if (status == 0 && a->c->state != RMX_CS_ESTABLISHED)
     status = a->c->user_closed ? RMX_ECANCELED : RMX_ENOTCONN;
   if (status) {
+    add_end(a, status); /* first: the close below finds no add to end */
     rmx_conn_close(r, NULL, NULL); /* freed with no more calls */
-    add_end(a, status);
     return;
   }
   rmx_conn_set_cbs(r, &rail_cbs, NULL);
   a->connected = 1;
-  if (a->told)
+  if (a->told) {
     rail_ready(a, r);
+    return;
+  }
+  /* UP comes on the connection once the peer attached the rail: due within
+   * its handshake's time, or the add ends */
+  if ((a->late = malloc(sizeof(*a->late))) == NULL) {
+    add_end(a, RMX_ENOMEM); /* first: the close below finds no add to end */
+    rmx_conn_close(r, NULL, NULL);
+    return;
+  }
+  uv_timer_init(r->ctx->loop, a->late);
+  a->late->data = a;
+  uv_timer_start(a->late, up_late, r->ctx->cfg.handshake_timeout_ms, 0);
 }
 
 /* The accepting side attached rail l (one-way, on the connection). */
@@ -361,9 +395,14 @@ void rmx__rails_down(rmx_conn_t *c)
     return;
   if (c->lane) { /* one rail: its connection carries on */
     rmx_conn_t *p = t->lane[0];
+    rail_add_t *a = t->add[c->lane];
+    if (a && t->lane[c->lane] == c) /* gone before the peer said UP: its add ends */
+      add_end(a, c->user_closed ? RMX_ECANCELED : c->err ? c->err : RMX_ENOTCONN);
     if (!c->user_closed && p && p->state == RMX_CS_ESTABLISHED && c->err)
-      RMX_LOG(c->ctx, WARN, "%s peer %s: rail %u lost (%s); transfers go on without it",
-              c->ops->name, p->peer, c->lane, rmx_strerror(c->err));
+      /* a peer can lose 7 rails of each connection at will */
+      RMX_LOG_LIMITED(c->ctx, &c->ctx->rl_proto, WARN, "%s peer %s: rail %u lost (%s); "
+                      "transfers go on without it", c->ops->name, p->peer, c->lane,
+                      rmx_strerror(c->err));
     else if (!c->user_closed && p && p->state == RMX_CS_ESTABLISHED)
       RMX_LOG(c->ctx, INFO, "%s peer %s: rail %u closed by the peer", c->ops->name, p->peer,
               c->lane);

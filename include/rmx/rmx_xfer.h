@@ -238,7 +238,10 @@ typedef void (*rmx_rail_cb)(rmx_conn_t *c, int status, unsigned rail, void *arg)
  * @param uri  as for rmx_connect(), of @p c's transport
  * @param cb  runs exactly once: 0, @ref RMX_ENOMEM (also: @ref RMX_RAILS_MAX
  *        given already), @ref RMX_ENOTSUP (the peer has no rails), a
- *        connect error, @ref RMX_ECANCELED (@p c closed first)
+ *        connect error (also: the rail lost before the peer attached it),
+ *        @ref RMX_ETIMEDOUT (established, but the peer did not say it
+ *        attached it within RMX_HANDSHAKE_TIMEOUT_MS), @ref RMX_ECANCELED
+ *        (@p c closed first)
  * @param arg  passed to @p cb
  * @return 0, @ref RMX_EINVAL (a NULL argument, @p c accepted here or a
  *         rail, @p uri of another transport or malformed),

@@ -325,6 +325,10 @@ void rmx__msg_recv(rmx_conn_t *c, const void *buf, size_t len)
     }
     break;
   case RMX_FR_RTS:
+    if (c->lane) { /* before its read: a rail pulls no message from the peer */
+      protocol_error(c, "a message on a rail");
+      return;
+    }
     if (f.u.rts.size > c->ctx->cfg.max_msg_size) {
       RMX_LOG(c->ctx, ERROR, "peer announced a %llu-byte message; the maximum is %llu",
               (unsigned long long)f.u.rts.size, (unsigned long long)c->ctx->cfg.max_msg_size);

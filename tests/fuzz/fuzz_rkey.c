@@ -4,7 +4,8 @@
  * from its peer (rmx_rkey_unpack). Layout: first byte of the input picks the
  * transport asked for (low 3 bits) and whether the harness seals the blob
  * with a correct CRC-32C first (bit 7), so the fuzzer gets past the
- * checksum; the rest is the blob. What is accepted must satisfy the
+ * checksum; the rest is the blob (entries per transport and lane, the
+ * lanes of rails). What is accepted must satisfy the
  * documented invariants, and a one-bit flip of an accepted key must be
  * refused (the CRC catches every single-bit error).
  */
@@ -47,18 +48,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   FUZZ_CHECK(rc == 0 || rc == RMX_EINVAL || rc == RMX_EVERSION || rc == RMX_ENOENT);
   if (rc == 0) {
     FUZZ_CHECK(len >= RKEY_HDR && (len - RKEY_HDR) % 16 == 0);
-    FUZZ_CHECK(blob[1] >= 1 && blob[1] <= RMX_TP_COUNT);
+    FUZZ_CHECK(blob[1] >= 1 && blob[1] <= 8);
     FUZZ_CHECK(k.len > 0 && k.base + k.len > k.base);
     FUZZ_CHECK(k.access >= 1 && k.access <= 15);
     FUZZ_CHECK(k.base == rmx_get64(blob + 8) && k.len == rmx_get64(blob + 16));
-    /* the key is the entry of the transport asked for */
+    /* the key is the lane-0 entry of the transport asked for, and each
+     * lane's key that entry's (one entry per transport and lane, lanes 0 .. 7) */
     int hits = 0;
-    for (size_t e = RKEY_HDR; e + 16 <= len; e += 16)
-      if (blob[e] == wire_id) {
+    unsigned lanes = 0;
+    for (size_t e = RKEY_HDR; e + 16 <= len; e += 16) {
+      FUZZ_CHECK(blob[e + 1] <= 7);
+      if (blob[e] != wire_id)
+        continue;
+      FUZZ_CHECK(!(lanes & (1u << blob[e + 1])));
+      lanes |= 1u << blob[e + 1];
+      FUZZ_CHECK(k.lane_key[blob[e + 1]] == rmx_get64(blob + e + 8));
+      if (blob[e + 1] == 0) {
         hits++;
         FUZZ_CHECK(k.key == rmx_get64(blob + e + 8));
       }
-    FUZZ_CHECK(hits == 1);
+    }
+    FUZZ_CHECK(hits == 1 && k.lanes == lanes);
     /* any one flipped bit is refused; the CRC picks which */
     size_t bit = rmx_get32(blob + 4) % (len * 8);
     blob[bit / 8] ^= (uint8_t)(1u << (bit % 8));

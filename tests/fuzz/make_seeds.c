@@ -139,6 +139,22 @@ static void hellos(void)
   seed("fuzz_hello", "next-version", h, RMX_WIRE_HELLO_LEN);
   h[0] ^= 0x20;
   seed("fuzz_hello", "bad-magic", h, RMX_WIRE_HELLO_LEN);
+  /* a rail's hello (flag RAIL, docs/protocol.md "Rails"): the token follows
+   * the 32 bytes, or the nonce with AUTH */
+  uint8_t r[RMX_WIRE_HELLO_LEN + 16 + 8] = {0};
+  hello_bytes(r, RMX_WIRE_VERSION, 8192, 64);
+  rmx_put16(r + 6, RMX_HELLO_F_RAIL);
+  rmx_put64(r + RMX_WIRE_HELLO_LEN, 0x0123456789abcdefull);
+  seed("fuzz_hello", "rail-token", r, RMX_WIRE_HELLO_LEN + 8);
+  seed("fuzz_hello", "rail-no-token", r, RMX_WIRE_HELLO_LEN);
+  rmx_put64(r + RMX_WIRE_HELLO_LEN, 0);
+  seed("fuzz_hello", "rail-token-0", r, RMX_WIRE_HELLO_LEN + 8);
+  rmx_put16(r + 6, RMX_HELLO_F_RAIL | RMX_HELLO_F_AUTH);
+  memset(r + RMX_WIRE_HELLO_LEN, 0x5a, 16); /* the nonce */
+  rmx_put64(r + RMX_WIRE_HELLO_LEN + 16, 0xfedcba9876543210ull);
+  seed("fuzz_hello", "rail-auth-token", r, sizeof(r));
+  rmx_put16(r + 6, 0x4 | RMX_HELLO_F_RAIL);
+  seed("fuzz_hello", "rail-unknown-flag", r, RMX_WIRE_HELLO_LEN + 8);
 }
 
 /* ---- packed remote keys (input: u8 wire id | 0x80 to have it sealed, blob) ---- */
@@ -158,6 +174,26 @@ static void rkey_blob(buf_t *b, uint8_t sel, uint8_t version, uint16_t access, u
     for (int k = 0; k < 7; k++)
       put8(b, 0);
     put64(b, 0x1111111100000001ull * (uint64_t)(i + 1));
+  }
+}
+
+/* Entries given as (transport, lane) pairs: rmx_mem_pack_for's layout with
+ * a key per rail (docs/protocol.md "Remote keys"). */
+static void rkey_lanes(buf_t *b, uint8_t sel, const uint8_t (*tl)[2], int n)
+{
+  put8(b, sel);
+  put8(b, 2);
+  put8(b, (uint8_t)n);
+  put16(b, 6);
+  put32(b, 0); /* CRC: the harness seals it */
+  put64(b, 0x10000);
+  put64(b, 1 << 20);
+  for (int i = 0; i < n; i++) {
+    put8(b, tl[i][0]);
+    put8(b, tl[i][1]);
+    for (int k = 0; k < 6; k++)
+      put8(b, 0);
+    put64(b, 0x2222222200000001ull * (uint64_t)(i + 1));
   }
 }
 
@@ -200,6 +236,29 @@ static void rkeys(void)
   b.n = 0;
   rkey_blob(&b, 0x80 | 1, 2, 0x12, 0x10000, 4096, 1);
   seed("fuzz_rkey", "bad-access", b.p, b.n);
+
+  /* keys per rail: lane entries */
+  static const uint8_t lanes[][2] = {{1, 0}, {1, 1}, {1, 7}, {2, 0}, {2, 3}};
+  b.n = 0;
+  rkey_lanes(&b, 0x80 | 1, lanes, 5);
+  seed("fuzz_rkey", "lanes", b.p, b.n);
+  static const uint8_t full[][2] = {{1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}, {1, 6},
+                                    {1, 7}};
+  b.n = 0;
+  rkey_lanes(&b, 0x80 | 1, full, 8);
+  seed("fuzz_rkey", "lanes-all-eight", b.p, b.n);
+  static const uint8_t twice[][2] = {{1, 0}, {1, 2}, {1, 2}};
+  b.n = 0;
+  rkey_lanes(&b, 0x80 | 1, twice, 3);
+  seed("fuzz_rkey", "lane-repeated", b.p, b.n);
+  static const uint8_t over[][2] = {{1, 0}, {1, 8}};
+  b.n = 0;
+  rkey_lanes(&b, 0x80 | 1, over, 2);
+  seed("fuzz_rkey", "lane-8", b.p, b.n);
+  static const uint8_t no0[][2] = {{1, 1}, {2, 0}};
+  b.n = 0;
+  rkey_lanes(&b, 0x80 | 1, no0, 2);
+  seed("fuzz_rkey", "lane-0-missing", b.p, b.n);
 }
 
 /* ---- URIs ---- */
