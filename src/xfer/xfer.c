@@ -61,6 +61,7 @@ struct rmx_xfer {
   uint8_t stop;    /* a part failed: post no more */
   uint8_t notifies; /* this post carries a notification (maybe of 0 bytes) */
   uint8_t lanes_key; /* lanes every key of the request holds one for */
+  uint8_t striped; /* this post uses more than one lane (each then keeps a ring) */
   xseg_t *seg;
   size_t nseg;
   size_t *elen;    /* the entries' lengths, to name the one that failed */
@@ -74,6 +75,7 @@ struct rmx_xfer {
   size_t nredo, redo_cap;
   size_t most;     /* part size of this post */
   size_t next_seg, next_off; /* what is posted next */
+  size_t rep_seg, rep_off;   /* one lane: the part it reports next */
   uint64_t posted, done;
   int status, lane_err;
   size_t failed;
@@ -183,11 +185,50 @@ static void lanes_kick(rmx_xfer_t *x)
 
 /* ---- posting ---- */
 
+/* One lane: the parts in order, as they will be reported; nothing else to
+ * keep. The cursor and the window in locals: nothing calls back while
+ * posting. */
+static int post_one(rmx_conn_t *c, rmx__op_t *op, rmx_xfer_t *x)
+{
+  const int reading = x->kind == RMX_TP_EV_READ;
+  size_t si = x->next_seg, off = x->next_off;
+  uint32_t out = c->rma_out;
+  int rc = 0;
+  while (!x->stop && si < x->nseg) {
+    if (out >= c->rma_window) {
+      rc = RMX_EAGAIN; /* the peer's window is full: after a completion */
+      break;
+    }
+    const xseg_t *s = &x->seg[si];
+    size_t n = s->len - off < x->most ? s->len - off : x->most;
+    rc = reading ? c->ops->read(c->tc, s->laddr + off, n, s->lmem, s->raddr + off, s->rkey, op)
+                 : c->ops->write(c->tc, s->laddr + off, n, s->lmem, s->raddr + off, s->rkey,
+                                 NULL, op);
+    if (rc)
+      break; /* RMX_EAGAIN: the ring is full, again after a completion */
+    out++;
+    x->posted++;
+    if ((off += n) == s->len) {
+      si++;
+      off = 0;
+    }
+  }
+  x->next_seg = si;
+  x->next_off = off;
+  c->rma_out = out;
+  if (!rc)
+    x->lane[0].queued = 0; /* rmx__rma_progress takes it off the rmaq */
+  return rc;
+}
+
+/* Several lanes: the next part (or one given back), within the lane's
+ * share, remembered in its ring. */
 static int post_parts(rmx_conn_t *c, rmx__op_t *op)
 {
   xlane_t *ln = op->arg;
   rmx_xfer_t *x = ln->x;
-  /* The cursor and the window in locals: nothing calls back while posting. */
+  if (!x->striped)
+    return post_one(c, op, x);
   const int reading = x->kind == RMX_TP_EV_READ;
   const unsigned l = ln->l;
   size_t si = x->next_seg, off = x->next_off;
@@ -241,9 +282,22 @@ static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
 {
   xlane_t *ln = op->arg;
   rmx_xfer_t *x = ln->x;
-  xpart_t p = ln->ring[ln->head];
-  ln->head = (ln->head + 1) % ln->cap;
-  ln->n--;
+  xpart_t p;
+  if (x->striped) {
+    p = ln->ring[ln->head];
+    ln->head = (ln->head + 1) % ln->cap;
+    ln->n--;
+  } else { /* one lane: the part after the last reported */
+    size_t left = x->seg[x->rep_seg].len - x->rep_off;
+    p = (xpart_t){.seg = (uint32_t)x->rep_seg, .off = x->rep_off,
+                  .len = (uint32_t)(left < x->most ? left : x->most)};
+    if (left > x->most) {
+      x->rep_off += x->most;
+    } else {
+      x->rep_seg++;
+      x->rep_off = 0;
+    }
+  }
   x->done++;
   int again = 0;
   if (status && ln->l)
@@ -276,7 +330,8 @@ static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
   }
   if (ln->dead && !ln->n)
     lane_put(ln); /* the rail may go */
-  else if (ln->op && !ln->queued && !ln->dead && !x->stop && (x->nredo || x->next_seg < x->nseg)) {
+  else if (x->striped && ln->op && !ln->queued && !ln->dead && !x->stop &&
+           (x->nredo || x->next_seg < x->nseg)) {
     ln->queued = 1; /* below its share again: it takes the next part */
     rmx_list_push(&c->rmaq, &op->link);
   }
@@ -450,7 +505,7 @@ int rmx_xfer_prep(rmx_conn_t *c, rmx_xfer_op_t op, const rmx_xfer_entry_t *e, si
 static int lanes_open(rmx_xfer_t *x, rmx_conn_t *const lc[RMX__LANES])
 {
   size_t redo = 0;
-  for (unsigned l = 0; l < RMX__LANES; l++) {
+  for (unsigned l = 0; x->striped && l < RMX__LANES; l++) {
     xlane_t *ln = &x->lane[l];
     if (!lc[l])
       continue;
@@ -516,6 +571,7 @@ int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer
   for (unsigned l = 1; c->rails && x->bytes >= RMX_RAIL_MIN_BYTES && l < RMX__LANES; l++)
     if ((x->lanes_key >> l & 1) && (lc[l] = rmx__rail_up(c->rails, l)) != NULL)
       nl++;
+  x->striped = nl > 1;
   if (x->nseg && lanes_open(x, lc) != 0)
     return RMX_ENOMEM;
   if (notify_len)
@@ -528,7 +584,7 @@ int rmx_xfer_post(rmx_xfer_t *x, const void *notify, size_t notify_len, rmx_xfer
   x->failed = RMX_XFER_NO_ENTRY;
   x->cb = cb;
   x->arg = arg;
-  x->next_seg = x->next_off = 0;
+  x->next_seg = x->next_off = x->rep_seg = x->rep_off = 0;
   x->posted = x->done = 0;
   x->nredo = 0;
   x->most = rmx__io_most(c);
