@@ -41,10 +41,10 @@ typedef struct xpart {
   uint64_t off;
 } xpart_t;
 
-/* One lane a post uses: the connection (0) or one of its rails. Each
- * reports its parts in the order posted, kept in its ring. */
+/* One lane a post uses: the connection (0) or one of its rails (the lane
+ * of an op is its connection's: conn->lane). Each reports its parts in
+ * the order posted, kept in its ring. */
 typedef struct xlane {
-  rmx_xfer_t *x;
   rmx__op_t *op;   /* while this post uses the lane */
   uint8_t l, queued, dead; /* queued: op is in the lane's rmaq */
   uint32_t cap, head, n;
@@ -225,8 +225,8 @@ static int post_one(rmx_conn_t *c, rmx__op_t *op, rmx_xfer_t *x)
  * share, remembered in its ring. */
 static int post_parts(rmx_conn_t *c, rmx__op_t *op)
 {
-  xlane_t *ln = op->arg;
-  rmx_xfer_t *x = ln->x;
+  rmx_xfer_t *x = op->arg;
+  xlane_t *ln = &x->lane[c->lane];
   if (!x->striped)
     return post_one(c, op, x);
   const int reading = x->kind == RMX_TP_EV_READ;
@@ -280,8 +280,8 @@ static int post_parts(rmx_conn_t *c, rmx__op_t *op)
 /* The transport reported one part (each lane in the order posted). */
 static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
 {
-  xlane_t *ln = op->arg;
-  rmx_xfer_t *x = ln->x;
+  rmx_xfer_t *x = op->arg;
+  xlane_t *ln = &x->lane[c->lane];
   xpart_t p;
   if (x->striped) {
     p = ln->ring[ln->head];
@@ -347,8 +347,8 @@ static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
 /* A lane's connection is gone and every part it posted was reported. */
 static void parts_fail(rmx__op_t *op, int status)
 {
-  xlane_t *ln = op->arg;
-  rmx_xfer_t *x = ln->x;
+  rmx_xfer_t *x = op->arg;
+  xlane_t *ln = &x->lane[op->conn->lane];
   ln->queued = 0;
   if (ln->l && x->c && x->c->state == RMX_CS_ESTABLISHED && !x->stop) {
     x->lane_err = status;
@@ -473,10 +473,8 @@ int rmx_xfer_prep(rmx_conn_t *c, rmx_xfer_op_t op, const rmx_xfer_entry_t *e, si
   x->status = 0;
   x->failed = RMX_XFER_NO_ENTRY;
   x->lanes_key = 0xff;
-  for (unsigned l = 0; l < RMX__LANES; l++) {
-    x->lane[l].x = x;
+  for (unsigned l = 0; l < RMX__LANES; l++)
     x->lane[l].l = (uint8_t)l;
-  }
   rmx_list_init(&x->defer.link);
   x->defer.fn = deferred_over;
   rmx_list_push(&c->xfers, &x->link);
@@ -536,7 +534,7 @@ static int lanes_open(rmx_xfer_t *x, rmx_conn_t *const lc[RMX__LANES])
           lane_put(&x->lane[l]);
       return RMX_ENOMEM;
     }
-    ln->op->arg = ln;
+    ln->op->arg = x; /* the lane is its connection's: x->lane[conn->lane] */
     ln->head = ln->n = 0;
     ln->dead = 0;
     ln->queued = 1;
