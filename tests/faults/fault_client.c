@@ -235,6 +235,13 @@ static void pump(void)
     int rc = C.wl == WL_MSGS ? send_one() : C.wl == WL_WRITE ? write_one() : call_one();
     if (rc == RMX_EAGAIN && C.wl == WL_WRITE)
       return; /* every slot busy: the next completion frees one */
+    if (rc == RMX_ENOTCONN) {
+      /* A completion that succeeded before the loss can be reported after
+       * the library took the connection down, before on_disconnect runs:
+       * nothing more is issued; the verdict wants that disconnect. */
+      C.issue_down++;
+      return;
+    }
     if (rc) {
       fprintf(stderr, "fault-peer client: issuing failed: %s\n", rmx_strerror(rc));
       C.issue_errors++;

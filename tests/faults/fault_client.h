@@ -35,6 +35,7 @@ typedef struct fp_client {
   /* operations */
   long issued, ok, failed, outstanding, outstanding_at_disc;
   long doubles, late, ok_after_fail, canceled_unasked, bad_data, issue_errors;
+  long issue_down; /* RMX_ENOTCONN: the library had the connection down, its on_disconnect due */
   int first_err, big_inflight, big_at_loss, loaded;
 
   /* the end of a counted run */
