@@ -109,12 +109,27 @@ static void lanes_kick(rmx_xfer_t *x)
 
 /* ---- posting ---- */
 
+/* The length of the part that starts off bytes into segment si. */
+static inline size_t part_len(const rmx_xfer_t *x, size_t si, size_t off)
+{
+  size_t left = x->seg[si].len - off;
+  return left < x->most ? left : x->most;
+}
+
+/* Hand one part to the lane's transport: 0, or RMX_EAGAIN (ring full). */
+static inline int part_post(rmx_conn_t *c, const rmx_xfer_t *x, const xseg_t *s, size_t off,
+                            size_t n, uint64_t key, rmx__op_t *op)
+{
+  return x->kind == RMX_TP_EV_READ
+             ? c->ops->read(c->tc, s->laddr + off, n, s->lmem, s->raddr + off, key, op)
+             : c->ops->write(c->tc, s->laddr + off, n, s->lmem, s->raddr + off, key, NULL, op);
+}
+
 /* One lane: the parts in order, as they will be reported; nothing else to
  * keep. The cursor and the window in locals: nothing calls back while
  * posting. */
 static int post_one(rmx_conn_t *c, rmx__op_t *op, rmx_xfer_t *x)
 {
-  const int reading = x->kind == RMX_TP_EV_READ;
   size_t si = x->next_seg, off = x->next_off;
   uint32_t out = c->rma_out;
   int rc = 0;
@@ -124,11 +139,8 @@ static int post_one(rmx_conn_t *c, rmx__op_t *op, rmx_xfer_t *x)
       break;
     }
     const xseg_t *s = &x->seg[si];
-    size_t n = s->len - off < x->most ? s->len - off : x->most;
-    rc = reading ? c->ops->read(c->tc, s->laddr + off, n, s->lmem, s->raddr + off, s->rkey, op)
-                 : c->ops->write(c->tc, s->laddr + off, n, s->lmem, s->raddr + off, s->rkey,
-                                 NULL, op);
-    if (rc)
+    size_t n = part_len(x, si, off);
+    if ((rc = part_post(c, x, s, off, n, s->rkey, op)) != 0)
       break; /* RMX_EAGAIN: the ring is full, again after a completion */
     out++;
     x->posted++;
@@ -153,7 +165,6 @@ static int post_parts(rmx_conn_t *c, rmx__op_t *op)
   xlane_t *ln = &x->lane[c->lane];
   if (!x->striped)
     return post_one(c, op, x);
-  const int reading = x->kind == RMX_TP_EV_READ;
   const unsigned l = ln->l;
   size_t si = x->next_seg, off = x->next_off;
   uint32_t out = c->rma_out;
@@ -169,19 +180,12 @@ static int post_parts(rmx_conn_t *c, rmx__op_t *op)
     if (x->nredo) {
       p = x->redo[x->nredo - 1];
     } else if (si < x->nseg) {
-      size_t left = x->seg[si].len - off;
-      p = (xpart_t){.seg = (uint32_t)si, .off = off,
-                    .len = (uint32_t)(left < x->most ? left : x->most)};
+      p = (xpart_t){.seg = (uint32_t)si, .off = off, .len = (uint32_t)part_len(x, si, off)};
     } else {
       break;
     }
     const xseg_t *s = &x->seg[p.seg];
-    uint64_t key = l ? x->keys[s->ki][l] : s->rkey;
-    rc = reading ? c->ops->read(c->tc, s->laddr + p.off, p.len, s->lmem, s->raddr + p.off, key,
-                                op)
-                 : c->ops->write(c->tc, s->laddr + p.off, p.len, s->lmem, s->raddr + p.off, key,
-                                 NULL, op);
-    if (rc)
+    if ((rc = part_post(c, x, s, p.off, p.len, l ? x->keys[s->ki][l] : s->rkey, op)) != 0)
       break; /* RMX_EAGAIN: the ring is full, again after a completion */
     out++;
     x->posted++;
@@ -212,12 +216,9 @@ static void part_done(rmx_conn_t *c, rmx__op_t *op, int status)
     ln->head = (ln->head + 1) % ln->cap;
     ln->n--;
   } else { /* one lane: the part after the last reported */
-    size_t left = x->seg[x->rep_seg].len - x->rep_off;
     p = (xpart_t){.seg = (uint32_t)x->rep_seg, .off = x->rep_off,
-                  .len = (uint32_t)(left < x->most ? left : x->most)};
-    if (left > x->most) {
-      x->rep_off += x->most;
-    } else {
+                  .len = (uint32_t)part_len(x, x->rep_seg, x->rep_off)};
+    if ((x->rep_off += p.len) == x->seg[x->rep_seg].len) {
       x->rep_seg++;
       x->rep_off = 0;
     }
