@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Context: configuration, the loop, deferred work, cross-thread posts. */
 #include <inttypes.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -28,7 +29,7 @@ static void async_cb(uv_async_t *h)
 {
   rmx_ctx_t *ctx = h->data;
   rmx_list_t batch;
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   rmx_list_init(&batch);
   uv_mutex_lock(&ctx->post_lock);
   rmx_list_splice(&batch, &ctx->posted);
@@ -36,6 +37,7 @@ static void async_cb(uv_async_t *h)
   rmx_list_t *n;
   while ((n = rmx_list_pop(&batch)) != NULL) {
     rmx__post_t *p = rmx_container_of(n, rmx__post_t, link);
+    ctx->ran++;
     p->fn(p->arg);
     free(p);
   }
@@ -301,16 +303,27 @@ int rmx_ctx_timeout(rmx_ctx_t *ctx)
   return ms;
 }
 
+/* What a call handled: the completions and frames its pass found, or, if
+ * more, the callbacks it ran (a deferred answer, a timer, the loop's turn). */
+static int progress_count(const rmx_ctx_t *ctx, unsigned ran_before, int found)
+{
+  unsigned ran = ctx->ran - ran_before;
+  if (ran > INT_MAX)
+    ran = INT_MAX;
+  return found > (int)ran ? found : (int)ran;
+}
+
 int rmx_ctx_progress(rmx_ctx_t *ctx)
 {
   if (!ctx || ctx->in_cb || (ctx->owns_loop && ctx->running))
     return RMX_EINVAL;
   if (ctx->dying)
     return RMX_ECANCELED; /* the caller's loop: finishing there */
+  unsigned ran_before = ctx->ran;
   if (!ctx->owns_loop) {
     /* Never the caller's loop: it turns it. */
     int n = rmx__progress_pass(ctx);
-    return ctx->dying ? RMX_ECANCELED : n;
+    return ctx->dying ? RMX_ECANCELED : progress_count(ctx, ran_before, n);
   }
   ctx->running = 1; /* a destroy from a callback leaves the finish to us */
   int n = rmx__progress_pass(ctx);
@@ -322,7 +335,7 @@ int rmx_ctx_progress(rmx_ctx_t *ctx)
     rmx__progress_turn(ctx);
   ctx->running = 0;
   if (!ctx->dying)
-    return n;
+    return progress_count(ctx, ran_before, n);
   ctx_finish_owned(ctx);
   return RMX_ECANCELED;
 }

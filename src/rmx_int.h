@@ -417,6 +417,7 @@ struct rmx_ctx {
   uint64_t turned_at;      /* uv_hrtime of the last turn while spinning */
   int turn_due;    /* a transport saw input only the loop's turn reads */
   int in_cb;       /* inside one of rmx's loop callbacks (user callbacks run there) */
+  unsigned ran;    /* such callbacks entered, and deferred items run (rmx_ctx_progress) */
   int torn_down;
   uint32_t nmems;  /* user registrations not yet released */
   uint64_t mem_reg_bytes; /* their bytes */
@@ -462,6 +463,14 @@ struct rmx_ctx {
   uv_timer_t recon_timer;
   uint32_t recon_seed;     /* jitter */
 };
+
+/* Entering one of rmx's loop callbacks, from which user callbacks run:
+ * rmx_ctx_progress() says it handled something when one ran. */
+static inline void rmx__cb_enter(rmx_ctx_t *ctx)
+{
+  ctx->in_cb++;
+  ctx->ran++;
+}
 
 #include "rt/rt.h" /* the runtime and the polling fast path */
 

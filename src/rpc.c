@@ -185,7 +185,7 @@ static void timer_cb(uv_timer_t *t)
 {
   rmx_ctx_t *ctx = t->data;
   uint64_t now = uv_now(ctx->loop);
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   while (!rmx_list_empty(&ctx->deadlines)) {
     rmx__call_t *k = rmx_container_of(ctx->deadlines.next, rmx__call_t, tlink);
     if (k->deadline > now)

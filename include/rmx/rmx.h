@@ -245,9 +245,11 @@ RMX_API int rmx_ctx_timeout(rmx_ctx_t *ctx);
  * @brief Handle what is ready and run the callbacks that are due, without
  *        blocking: the polling fast path (see above).
  * @param ctx  the context (a private loop, or the caller's)
- * @return how many completions and frames it handled (0: nothing was
- *         ready; after many zeros a caller may wait on rmx_ctx_fd() for
- *         rmx_ctx_timeout()); @ref RMX_ECANCELED when a callback it ran called
+ * @return how many completions and frames it handled, or, if more, how
+ *         many of rmx's callbacks it ran (a lookup answered from the cache,
+ *         a timer, what the loop's turn found): nonzero whenever a callback
+ *         of the application's ran (0: nothing was ready; after many zeros a
+ *         caller may wait on rmx_ctx_fd() for rmx_ctx_timeout()); @ref RMX_ECANCELED when a callback it ran called
  *         rmx_ctx_destroy(): on a private loop the destroy has then
  *         finished and the context is gone, on the caller's loop it
  *         finishes as that loop runs; @ref RMX_EINVAL if @p ctx is NULL, or

@@ -283,7 +283,7 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
   rmx_conn_t *c = rmx_container_of(req, rmx_conn_t, gai);
   rmx_ctx_t *ctx = c->ctx;
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   c->gai_active = 0;
   if (c->user_closed)
     rmx__conn_down(c, RMX_ECANCELED);

@@ -19,7 +19,7 @@ void rmx__tp_recv(void *owner, const void *data, size_t len)
   rmx_conn_t *c = owner;
   rmx_ctx_t *ctx = c->ctx;
   RMX_LOG(ctx, TRACE, "%s peer %s: RECV, status 0, %zu bytes", c->ops->name, c->peer, len);
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   rmx__conn_spin(c);
   if (c->state != RMX_CS_AUTH)
     rmx__msg_recv(c, data, len);
@@ -39,7 +39,7 @@ void rmx__tp_event(void *owner, const rmx_tp_ev_t *ev)
   /* RMX_LOG=trace: every completion and frame; one comparison when off. */
   RMX_LOG(ctx, TRACE, "%s peer %s: %s, status %d, %zu bytes", c->ops->name, c->peer,
           ev_name[ev->type], ev->status, ev->len);
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   rmx__conn_spin(c);
   switch (ev->type) {
   case RMX_TP_EV_RECV: /* above */

@@ -142,7 +142,7 @@ static void recon_timer_cb(uv_timer_t *t)
   rmx_ctx_t *ctx = t->data;
   uint64_t now = uv_now(ctx->loop);
   rmx_list_t *n;
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   while ((n = ctx->reconnecting.next) != &ctx->reconnecting) {
     rmx_conn_t *c = rmx_container_of(n, rmx_conn_t, recon.link);
     if (c->recon.due > now)

@@ -90,7 +90,7 @@ void rmx__meta_cancel_all(rmx_meta_t *m);
 /* Run a user callback as rmx runs its own (ctx->in_cb). */
 #define RMX__META_USER(m, call) \
   do {                          \
-    (m)->ctx->in_cb++;          \
+    rmx__cb_enter((m)->ctx);    \
     call;                       \
     (m)->ctx->in_cb--;          \
   } while (0)

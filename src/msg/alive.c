@@ -182,7 +182,7 @@ static void alive_tick(uv_timer_t *t)
   uint64_t now = uv_now(ctx->loop);
   uint32_t limit = rmx__alive_limit(&ctx->cfg);
 
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   for (int i = 0; i < RMX_ALIVE_QS; i++) {
     rmx_list_t *q = &ctx->alive_q[i].q;
     /* Those looked at go back at now + period: behind the due ones. */
@@ -245,7 +245,7 @@ void rmx__alive_evict(rmx_conn_t *c, const char *addr)
   rmx_list_del(&c->ka.evict_link);
   c->ka.evicted = 1;
   c->from->nevicted++;
-  ctx->in_cb++; /* the transport's I/O callback: a flush follows (rt.c) */
+  rmx__cb_enter(ctx); /* the transport's I/O callback: a flush follows (rt.c) */
   rmx__msg_queue_bye(c);
   rmx__conn_down(c, RMX_ECANCELED);
   ctx->in_cb--;

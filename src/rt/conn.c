@@ -157,7 +157,7 @@ static void close_expired(rmx_ctx_t *ctx);
 static void close_timer_cb(uv_timer_t *t)
 {
   rmx_ctx_t *ctx = t->data;
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   close_expired(ctx);
   ctx->in_cb--;
 }

@@ -15,10 +15,11 @@
 void rmx__defer_run(rmx_ctx_t *ctx)
 {
   rmx_list_t *n;
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   /* Take one at a time: a callback may queue more or free neighbours. */
   while ((n = rmx_list_pop(&ctx->deferred)) != NULL) {
     rmx__deferred_t *d = rmx_container_of(n, rmx__deferred_t, link);
+    ctx->ran++;
     d->fn(d);
   }
   uv_idle_stop(&ctx->idle);
@@ -111,7 +112,7 @@ void rmx__early_push(rmx_ctx_t *ctx, rmx__op_t *op)
 
 static void early_done(rmx_ctx_t *ctx, rmx__op_t *op)
 {
-  ctx->in_cb++;
+  rmx__cb_enter(ctx);
   ctx->opc[op->kind]->done(op->conn, op, 0);
   ctx->in_cb--;
 }
