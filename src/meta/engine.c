@@ -119,6 +119,45 @@ static void req_free(rmx__meta_req_t *r)
   free(r);
 }
 
+/* What went wrong, in etcd's terms rather than libcurl's: the log says what
+ * happened at the endpoint, and then what rmx does about it. */
+static const char *what_happened(const rmx__meta_req_t *r, CURLcode cc, long oserr, char *buf,
+                                 size_t len)
+{
+  switch (cc) {
+  case CURLE_COULDNT_CONNECT:
+    if (oserr == EHOSTUNREACH || oserr == ENETUNREACH)
+      return "its host is unreachable";
+    if (oserr == ETIMEDOUT)
+      return "it did not answer the connect";
+    return "nothing listens there (etcd stopped, or not started)";
+  case CURLE_OPERATION_TIMEDOUT:
+    if (r->stream)
+      snprintf(buf, len, "no connection within %u ms", META_CONNECT_TIMEOUT_MS);
+    else
+      snprintf(buf, len, "no answer within %u ms (%u ms to connect)", META_TIMEOUT_MS,
+               META_CONNECT_TIMEOUT_MS);
+    return buf;
+  case CURLE_COULDNT_RESOLVE_HOST:
+    return "its host name does not resolve";
+  case CURLE_GOT_NOTHING:
+  case CURLE_SEND_ERROR:
+  case CURLE_RECV_ERROR:
+  case CURLE_PARTIAL_FILE:
+    return r->stream ? "etcd closed the stream (it stopped, restarted or dropped the connection)"
+                     : "etcd closed the connection before it answered (it stopped or restarted)";
+  case CURLE_WRITE_ERROR:
+    snprintf(buf, len, "its answer is larger than %u bytes", META_RESP_MAX);
+    return buf;
+  case CURLE_WEIRD_SERVER_REPLY:
+  case CURLE_UNSUPPORTED_PROTOCOL:
+    return "its answer is not etcd's HTTP";
+  default:
+    snprintf(buf, len, "libcurl: %s", curl_easy_strerror(cc));
+    return buf;
+  }
+}
+
 /* The transfer of r finished with cc: its status, logged where it failed. */
 static int req_status(rmx__meta_req_t *r, CURLcode cc)
 {
@@ -127,8 +166,10 @@ static int req_status(rmx__meta_req_t *r, CURLcode cc)
   curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &http);
   int st = curl_status(cc, oserr);
   if (st) {
-    RMX_LOG_LIMITED(r->m->ctx, &r->m->rl, ERROR, "meta: etcd at %s: %s failed: %s (%s)",
-                    r->m->endpoint, r->what, curl_easy_strerror(cc), rmx_err_name(st));
+    char buf[96];
+    RMX_LOG_LIMITED(r->m->ctx, &r->m->rl, ERROR, "meta: etcd at %s: %s failed: %s; %s (%s)",
+                    r->m->endpoint, r->what, what_happened(r, cc, oserr, buf, sizeof(buf)),
+                    r->then ? r->then : "the call fails", rmx_err_name(st));
     return st;
   }
   if (http != 200)

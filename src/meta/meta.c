@@ -128,6 +128,8 @@ static void ka_tick(uv_timer_t *t)
   if (!r)
     return;
   r->done = m->lease_lost ? regrant_done : ka_done;
+  r->then = m->lease_lost ? "the next tick asks again; writes fail with RMX_ENOTCONN until then"
+                          : "the next keepalive tries again while the lease lasts";
   if (rmx__meta_req_start(r) == 0)
     m->ka_busy = 1;
 }
@@ -243,6 +245,7 @@ int rmx_meta_close(rmx_meta_t *m, rmx_meta_cb on_closed, void *arg)
     free(body);
     if (r) {
       r->done = revoke_done;
+      r->then = "etcd drops the lease and the agent's entries when its TTL runs out";
       if (rmx__meta_req_start(r) != 0)
         m->closed_status = RMX_ENOMEM;
     } else {

@@ -23,6 +23,7 @@ struct rmx__meta_req {
   CURL *easy;
   struct curl_slist *hdrs;
   const char *what; /* for the log: "lease grant", "put", ... */
+  const char *then; /* for the log: what rmx does when it fails (NULL: the call fails) */
   char *resp;       /* the answer so far (NUL-terminated), or a stream's unread bytes */
   size_t len, cap;
   int status;  /* the outcome, once ended */

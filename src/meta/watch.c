@@ -63,12 +63,19 @@ static int message(rmx_meta_watch_t *w, rmx__meta_req_t *r, json_object *o)
 {
   json_object *res, *v;
   if (!json_object_object_get_ex(o, "result", &res)) {
-    RMX_LOG_LIMITED(r->m->ctx, &r->m->rl, ERROR, "meta: etcd at %s ended a watch: %s",
+    RMX_LOG_LIMITED(r->m->ctx, &r->m->rl, ERROR, "meta: etcd at %s ended a watch with an error: %s; the watch ends (RMX_META_END)",
                     r->m->endpoint, json_object_to_json_string(o));
     return RMX_EPROTO;
   }
-  if (json_object_object_get_ex(res, "canceled", &v) && json_object_get_boolean(v))
+  if (json_object_object_get_ex(res, "canceled", &v) && json_object_get_boolean(v)) {
+    json_object *why = NULL;
+    json_object_object_get_ex(res, "cancel_reason", &why);
+    RMX_LOG_LIMITED(r->m->ctx, &r->m->rl, ERROR,
+                    "meta: etcd at %s canceled a watch (%s); the watch ends (RMX_META_END); "
+                    "rmx does not watch again",
+                    r->m->endpoint, why ? json_object_get_string(why) : "no reason given");
     return RMX_ECONNRESET;
+  }
   if (json_object_object_get_ex(res, "created", &v) && json_object_get_boolean(v))
     RMX__META_USER(r->m, w->cb(w, RMX_META_READY, 0, NULL, NULL, w->arg));
   if (json_object_object_get_ex(res, "events", &v) && json_object_is_type(v, json_type_array))
@@ -159,6 +166,8 @@ int rmx_meta_watch(rmx_meta_t *m, const char *agent, rmx_meta_watch_cb cb, void 
   w->cb = cb;
   w->arg = arg;
   r->stream = 1;
+  r->then = "the watch ends (RMX_META_END); rmx does not watch again: call rmx_meta_watch once etcd "
+            "answers";
   r->ext = w;
   r->data = watch_data;
   r->done = watch_done;

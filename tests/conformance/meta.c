@@ -16,7 +16,9 @@
  *      uv_run going, an open idle handle does not, nothing is left after
  *      close (uv_loop_close succeeds);
  *   7. etcd killed: an open watch ends with an error, a request fails with
- *      a connect error, close reports the revoke it could not make.
+ *      a connect error, close reports the revoke it could not make; the
+ *      log says so in etcd's terms (the endpoint, what happened, what rmx
+ *      does next), not libcurl's.
  * Waits are bounded; no duration is a pass criterion.
  *
  *   rmx-meta-test [etcd binary: RMX_TEST_ETCD]
@@ -510,6 +512,16 @@ static void case_close(rmx_meta_t *b)
 
 /* ---- 7. etcd killed under open handles ---- */
 
+/* The log while etcd goes: it must say what happened in etcd's terms. */
+static char etcd_log[8192];
+
+static void keep_log(rmx_log_level_t lvl, const char *line, void *arg)
+{
+  size_t n = strlen(etcd_log);
+  snprintf(etcd_log + n, sizeof(etcd_log) - n, "%s\n", line);
+  fprintf(stderr, "%s\n", line);
+}
+
 static void case_etcd_killed(rmx_meta_t *a, rmx_meta_t *b)
 {
   wrec_t w = {0};
@@ -517,9 +529,17 @@ static void case_etcd_killed(rmx_meta_t *a, rmx_meta_t *b)
   if (rmx_meta_watch(b, NULL, on_watch, &w, &wh) != 0)
     FAIL("watch");
   until(&w.ready, 1, 10, "the watch in place");
+  rmx_log_set_handler(keep_log, NULL);
   kill(test_server_pid, SIGKILL);
   waitpid(test_server_pid, NULL, 0);
   until(&w.ends, 1, 15, "the watch's end with etcd gone");
+  /* Which etcd, what it did, what rmx does now; not libcurl's words. */
+  char want[160];
+  snprintf(want, sizeof(want), "meta: etcd at %s: watch failed: etcd closed the stream", endpoint);
+  if (!strstr(etcd_log, want) || !strstr(etcd_log, "the watch ends (RMX_META_END)") ||
+      !strstr(etcd_log, "call rmx_meta_watch once etcd answers") ||
+      strstr(etcd_log, "Transferred a partial file"))
+    FAIL("the watch's end logged as:\n%s", etcd_log);
   if (w.end_status == 0 || w.end_status == RMX_ECANCELED)
     FAIL("the watch ended with %s", rmx_err_name(w.end_status));
   rec_t f = find(b, "alpha", "x");
@@ -527,6 +547,10 @@ static void case_etcd_killed(rmx_meta_t *a, rmx_meta_t *b)
     FAIL("find with etcd gone: %s", rmx_err_name(f.status));
   close_ok(a, RMX_ECONNREFUSED);
   close_ok(b, RMX_ECONNREFUSED);
+  rmx_log_set_handler(NULL, NULL);
+  if (!strstr(etcd_log, "nothing listens there (etcd stopped, or not started)") ||
+      strstr(etcd_log, "Couldn't connect"))
+    FAIL("requests with etcd gone logged as:\n%s", etcd_log);
   printf("meta: etcd killed: the watch ended (%s), requests fail (%s)\n",
          rmx_err_name(w.end_status), rmx_err_name(f.status));
 }
