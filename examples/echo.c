@@ -83,7 +83,11 @@ static int run_server(const char *uri)
   int rc = rmx_listen(ctx, uri, on_accept, NULL, &l);
   if (rc)
     return tool_uri_failed("listen on", uri, rc);
-  rmx_listener_uri(l, bound, sizeof(bound));
+  if ((rc = rmx_listener_uri(l, bound, sizeof(bound))) != 0) {
+    fprintf(stderr, "rmx-echo: the bound URI: %s\n", rmx_strerror(rc));
+    rmx_listener_close(l);
+    return 1;
+  }
   printf("server: listening on %s\n", bound);
   fflush(stdout);
   uv_signal_init(rmx_ctx_loop(ctx), &sig);

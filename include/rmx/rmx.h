@@ -318,7 +318,12 @@ RMX_API struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx);
  * URIs: @c tcp://host[:port], @c rdma://host[:port], @c auto://host[:port]
  * (RDMA when a usable device serves the address, else TCP). IPv6 literals
  * go in brackets. Without a port, the port is 7471, rmx's default; port 0
- * picks a free port: see rmx_listener_uri(). The host resolves in the call.
+ * picks a free port: see rmx_listener_uri(). The host resolves in the call
+ * (a name listens on its first address), and the address is bound in the
+ * call: where another socket or listener holds the port, it fails with
+ * @ref RMX_EADDRINUSE and the log says so, and on any error no listener is
+ * left. A TCP listener on @c [::] takes IPv4 peers too; a port whose last
+ * connections are closing (TIME_WAIT) can be listened on again at once.
  * @code
  * rmx_listener_t *l;
  * int rc = rmx_listen(ctx, "tcp://0.0.0.0:7471", on_accept, NULL, &l);
@@ -332,8 +337,8 @@ RMX_API struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx);
  * @param[out] l  the listener, on 0; rmx_listener_close() it before
  *        rmx_ctx_destroy()
  * @return 0, @ref RMX_EINVAL (a NULL argument, or a bad URI: the log says
- *         which part), @ref RMX_ENORESOLVE, @ref RMX_EADDRINUSE,
- *         @ref RMX_EADDRNOTAVAIL, @ref RMX_ENOTSUP (scheme unavailable
+ *         which part), @ref RMX_ENORESOLVE, @ref RMX_EADDRINUSE (the port
+ *         is taken), @ref RMX_EADDRNOTAVAIL, @ref RMX_ENOTSUP (scheme unavailable
  *         here), @ref RMX_ENODEV (no usable RDMA device), @ref RMX_ENOMEM
  */
 RMX_API int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept,

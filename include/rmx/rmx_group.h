@@ -44,7 +44,9 @@ typedef struct rmx_group rmx_group_t; /**< One listening address for several con
  * @brief Bind and listen on @p uri for a group of contexts.
  *
  * Peers wait in the system's backlog until a member joins. Thread-safe:
- * the group may be used from any thread.
+ * the group may be used from any thread. As with rmx_listen(), the
+ * address is bound in the call: a port another socket or listener holds
+ * fails with @ref RMX_EADDRINUSE (logged unless RMX_LOG=none).
  * @param uri  @c tcp://host[:port] or @c rdma://host[:port] (not auto://);
  *        port 0 picks a free port (rmx_group_uri())
  * @param[out] g  the group, on 0

@@ -99,3 +99,18 @@ static int err_known(int32_t v)
 int32_t rmx__wire_status(int32_t v) { return v == 0 || err_known(v) ? v : RMX_EIO; }
 
 int32_t rmx__reject_status(int32_t v) { return err_known(v) ? v : RMX_ECONNREFUSED; }
+
+const char *rmx__listen_hint(int rc)
+{
+  switch (rc) {
+  case RMX_EADDRINUSE:
+    return " (another socket or listener holds that port: stop it, pick another port, or use "
+           "port 0 for a free one)";
+  case RMX_EADDRNOTAVAIL:
+    return " (no interface of this host has that address)";
+  case RMX_EACCES:
+    return " (a port below 1024 needs privileges)";
+  default:
+    return "";
+  }
+}

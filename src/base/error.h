@@ -17,4 +17,8 @@ int32_t rmx__wire_status(int32_t v);
  * becomes RMX_ECONNREFUSED: the peer refused without saying why. */
 int32_t rmx__reject_status(int32_t v);
 
+/* For the log line of a listen that failed with rc: what a user can do
+ * about it, as " (...)", or "". */
+const char *rmx__listen_hint(int rc);
+
 #endif

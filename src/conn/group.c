@@ -31,6 +31,7 @@
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "group.h"
 #include "../registry.h"
@@ -216,6 +217,14 @@ void rmx_listener_close(rmx_listener_t *l)
   rmx__listener_unref(l);
 }
 
+/* A group belongs to no context: its errors are logged unless RMX_LOG=none. */
+#define GROUP_LOG(...)                                              \
+  do {                                                              \
+    const char *lv_ = getenv("RMX_LOG");                            \
+    if (!lv_ || strcasecmp(lv_, "none") != 0)                       \
+      rmx__log(RMX_LOG_ERROR, __VA_ARGS__);                         \
+  } while (0)
+
 int rmx_group_open(const char *uri, rmx_group_t **out)
 {
   rmx__uri_t u;
@@ -233,8 +242,10 @@ int rmx_group_open(const char *uri, rmx_group_t **out)
   const rmx_tp_ops_t *ops = rmx__tp_ops(tpi);
   if (!ops || !ops->gate_open)
     return RMX_ENOTSUP;
-  if (getaddrinfo(u.host, u.port, &hints, &res) != 0)
+  if (getaddrinfo(u.host, u.port, &hints, &res) != 0) {
+    GROUP_LOG("listener group: cannot resolve '%s'", u.host);
     return RMX_ENORESOLVE;
+  }
   rmx_group_t *g = calloc(1, sizeof(*g));
   if (!g) {
     freeaddrinfo(res);
@@ -246,6 +257,11 @@ int rmx_group_open(const char *uri, rmx_group_t **out)
   rmx_list_init(&g->ring);
   rmx_list_init(&g->kept);
   rc = ops->gate_open(res->ai_addr, &g->gate, &g->fd);
+  if (rc) {
+    char a[80];
+    GROUP_LOG("listener group: cannot listen on %s://%s: %s%s", ops->name,
+              rmx__sa_str(res->ai_addr, a, sizeof(a)), rmx_strerror(rc), rmx__listen_hint(rc));
+  }
   freeaddrinfo(res);
   if (rc == 0 && (rc = uv_mutex_init(&g->mu)) != 0) {
     ops->gate_close(g->gate);

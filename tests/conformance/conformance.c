@@ -14,7 +14,8 @@
  * (peer.c). Cases about this host alone (names, devices) are skipped then.
  *
  * The cases: messages in conformance_messages.c, failures and killed peers
- * in conformance_failures.c, the context in conformance_context.c.
+ * in conformance_failures.c, the context in conformance_context.c, taken
+ * addresses and other listening cases in conformance_listen.c.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
     T(server_survives_killed_client), T(held_loop_keeps_a_talking_peer),
     T(post_from_other_threads), T(post_runs_at_next_progress), T(lives_in_callers_loop),
     T(names_and_ipv6), T(device_choice),
+    T(listen_on_taken_port_fails), T(listen_taken_ipv6_and_name), T(listen_auto_taken_port_fails),
+    T(listen_group_taken_port_fails), T(listen_port_zero_dual_stack_reuse),
   };
   char name[64];
   snprintf(name, sizeof(name), peer_ctl ? "conformance/%s (servers on the peer host)" : "conformance/%s", scheme);

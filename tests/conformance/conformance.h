@@ -32,5 +32,10 @@ void post_runs_at_next_progress(void **state);
 void lives_in_callers_loop(void **state);
 void names_and_ipv6(void **state);
 void device_choice(void **state);
+void listen_on_taken_port_fails(void **state); /* conformance_listen.c */
+void listen_taken_ipv6_and_name(void **state);
+void listen_auto_taken_port_fails(void **state);
+void listen_group_taken_port_fails(void **state);
+void listen_port_zero_dual_stack_reuse(void **state);
 
 #endif

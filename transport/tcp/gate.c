@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A listener group's socket (src/conn/group.c): bound and listening once,
- * watched by every member's loop, accepted from under the group's lock.
+ * Listening sockets (rmx__tcp_listen_fd): a listener's (tcp.c), and a
+ * listener group's (src/conn/group.c), which is bound and listening once,
+ * watched by every member's loop and accepted from under the group's lock.
  * An accepted socket is only a descriptor until the member it is handed
  * to opens it in its own loop (tcp_feed, tcp.c).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,23 +21,55 @@ struct rmx_tp_gate {
 
 static int errno_err(int e) { return rmx__uv_err(uv_translate_sys_error(e)); }
 
+/*
+ * A listening socket on sa, made here and not by libuv: uv_tcp_bind keeps
+ * EADDRINUSE back for uv_listen to report, and a listen(2) on the socket
+ * it left unbound binds it to every interface and a port of the kernel's
+ * choosing. Options as uv_tcp_bind set them: SO_REUSEADDR (a restarted
+ * server binds its port while the last run's connections are in
+ * TIME_WAIT; a socket listening there still refuses it), and for IPv6
+ * IPV6_V6ONLY off, so that [::] takes IPv4 peers too, whatever
+ * net.ipv6.bindv6only says. Every error comes back here, as -errno, with
+ * the call that failed in *step.
+ */
+int rmx__tcp_listen_fd(const struct sockaddr *sa, int *out, const char **step)
+{
+  int one = 1, off = 0;
+  socklen_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                             : sizeof(struct sockaddr_in);
+  int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *step = "socket";
+    return -errno;
+  }
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
+    *step = "SO_REUSEADDR";
+  else if (sa->sa_family == AF_INET6 &&
+           setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) != 0)
+    *step = "IPV6_V6ONLY";
+  else if (bind(fd, sa, len) != 0)
+    *step = "bind";
+  else if (listen(fd, TCP_BACKLOG) != 0)
+    *step = "listen";
+  else {
+    *out = fd;
+    return 0;
+  }
+  int e = errno;
+  close(fd);
+  return -e;
+}
+
 int rmx__tcp_gate_open(const struct sockaddr *sa, rmx_tp_gate_t **out, int *fd)
 {
+  const char *step;
   rmx_tp_gate_t *g = malloc(sizeof(*g));
   if (!g)
     return RMX_ENOMEM;
-  int one = 1, rc = 0;
-  socklen_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                             : sizeof(struct sockaddr_in);
-  g->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (g->fd < 0 || setsockopt(g->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-      bind(g->fd, sa, len) != 0 || listen(g->fd, TCP_BACKLOG) != 0)
-    rc = errno_err(errno);
-  if (rc) {
-    if (g->fd >= 0)
-      close(g->fd);
+  int e = rmx__tcp_listen_fd(sa, &g->fd, &step);
+  if (e) {
     free(g);
-    return rc;
+    return errno_err(-e);
   }
   *fd = g->fd;
   *out = g;

@@ -219,21 +219,29 @@ static int tcp_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
     *out = l;
     return 0;
   }
+  /* The socket is bound and listening before libuv sees it: a taken
+   * address fails here (gate.c says why uv_tcp_bind cannot be used). */
+  const char *step = "";
+  int rc = rmx__tcp_listen_fd(sa, &fd, &step);
+  if (rc) {
+    int err = rmx__uv_err(uv_translate_sys_error(-rc));
+    RMX_TP_LOG(tp->env, ERROR, "tcp: cannot listen on %s: %s failed: %s%s",
+               rmx__sa_str(sa, addr, sizeof(addr)), step, strerror(-rc), rmx__listen_hint(err));
+    free(l);
+    return err;
+  }
   uv_tcp_init(tp->loop, &l->h);
   uv_timer_init(tp->loop, &l->retry);
   l->h.data = l->poll.data = l->retry.data = l;
   l->handles = 2;
   tp->live++;
-  int rc = uv_tcp_bind(&l->h, sa, 0);
-  if (rc == 0)
-    rc = uv_fileno((uv_handle_t *)&l->h, &fd);
-  if (rc == 0 && listen(fd, TCP_BACKLOG) != 0)
-    rc = uv_translate_sys_error(errno);
+  if ((rc = uv_tcp_open(&l->h, fd)) != 0)
+    close(fd); /* not the handle's: uv_close leaves it */
   if (rc == 0 && (rc = uv_poll_init_socket(tp->loop, &l->poll, fd)) == 0)
     l->handles++;
   if (rc) {
     RMX_TP_LOG(tp->env, ERROR, "tcp: cannot listen on %s: %s", rmx__sa_str(sa, addr, sizeof(addr)),
-            uv_strerror(rc));
+               uv_strerror(rc));
     uv_close((uv_handle_t *)&l->retry, listener_closed);
     uv_close((uv_handle_t *)&l->h, listener_closed);
     return rmx__uv_err(rc);

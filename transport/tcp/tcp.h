@@ -186,6 +186,9 @@ typedef struct tcp_raw {
 
 #define TCP_FED_MAX 1024 /* peers waiting in a member's listener; more are dropped */
 
+/* gate.c: a listening socket bound to sa, or -errno and the call that
+ * failed (a static string) in *step */
+int rmx__tcp_listen_fd(const struct sockaddr *sa, int *fd, const char **step);
 /* gate.c: a group's listening socket */
 int rmx__tcp_gate_open(const struct sockaddr *sa, rmx_tp_gate_t **g, int *fd);
 int rmx__tcp_gate_addr(rmx_tp_gate_t *g, struct sockaddr_storage *ss);

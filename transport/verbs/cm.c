@@ -142,14 +142,14 @@ int rmx__vb_listen(struct rmx_tp *tp, const struct sockaddr *sa, void *owner,
       RMX_TP_LOG(tp->env, ERROR, "rdma: no RDMA device has the address %s",
               rmx__sa_str(sa, a, sizeof(a)));
     else
-      RMX_TP_LOG(tp->env, ERROR, "rdma: cannot bind %s: %s", rmx__sa_str(sa, a, sizeof(a)),
-              strerror(errno));
+      RMX_TP_LOG(tp->env, ERROR, "rdma: cannot listen on %s: bind failed: %s%s",
+                 rmx__sa_str(sa, a, sizeof(a)), strerror(errno), rmx__listen_hint(rc));
   } else if (l->id->verbs && (rc = rmx__vb_dev_get(tp, l->id->verbs, &dev)) != 0) {
     /* the address belongs to a device this context will not use */
   } else if (rdma_listen(l->id, VB_BACKLOG)) {
     rc = rmx__vb_err_from_errno(errno);
-    RMX_TP_LOG(tp->env, ERROR, "rdma: cannot listen on %s: %s", rmx__sa_str(sa, a, sizeof(a)),
-            strerror(errno));
+    RMX_TP_LOG(tp->env, ERROR, "rdma: cannot listen on %s: %s%s", rmx__sa_str(sa, a, sizeof(a)),
+               strerror(errno), rmx__listen_hint(rc));
   }
   if (rc) {
     rdma_destroy_id(l->id);
