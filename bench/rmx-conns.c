@@ -103,10 +103,15 @@ static int s_open(sctx_t *x, const char *uri, int n)
   rmx_config_init(&cfg);
   if (cfg.max_conns < (uint32_t)n + 64)
     cfg.max_conns = (uint32_t)n + 64;
-  if (rmx_ctx_create(&x->ctx, NULL, &cfg) || rmx_rpc_register(x->ctx, RPC_ID, s_handler, NULL))
-    return 1;
-  return s_group ? rmx_listen_group(x->ctx, s_group, s_accept, x, &x->l) != 0
-                 : rmx_listen(x->ctx, uri, s_accept, x, &x->l) != 0;
+  int rc = rmx_ctx_create(&x->ctx, NULL, &cfg);
+  if (!rc)
+    rc = rmx_rpc_register(x->ctx, RPC_ID, s_handler, NULL);
+  if (!rc)
+    rc = s_group ? rmx_listen_group(x->ctx, s_group, s_accept, x, &x->l)
+                 : rmx_listen(x->ctx, uri, s_accept, x, &x->l);
+  if (rc) /* the parent reads only our stdout: the reason goes to stderr */
+    fprintf(stderr, "rmx-conns server: %s: %s\n", uri ? uri : "listener group", rmx_strerror(rc));
+  return rc != 0;
 }
 
 /* Posted to a context: its counters, read on its own thread. */
@@ -342,12 +347,18 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     s_in = req[0];
     s_out = rep[1];
+    close(req[1]);
+    close(rep[0]);
     _exit(serve(uri, n));
   }
+  close(req[0]); /* so a server that exits early reads as EOF, not silence */
+  close(rep[1]);
   FILE *from = fdopen(rep[0], "r");
   char bound[200];
-  if (!from || !fgets(bound, sizeof(bound), from))
-    die("the server did not start", 0);
+  if (!from || !fgets(bound, sizeof(bound), from)) {
+    fprintf(stderr, "rmx-conns: the server did not start (its reason is above)\n");
+    exit(1);
+  }
   bound[strcspn(bound, "\n")] = 0;
 
   rmx_config_t cfg;

@@ -3,7 +3,8 @@
 # Every tool that listens, on an address another server holds: it exits 1
 # at once with "<tool>: cannot listen on URI: address already in use" (or
 # "cannot serve on") on stderr, and never says it is listening. (rmx-conns
-# listens on a port of 0 only.)
+# listens on a port of 0 only: its server child, when it cannot listen,
+# exits and the tool exits 1 with the child's reason, at once.)
 #   listen_check.sh BINDIR
 set -uo pipefail
 bin=$1
@@ -63,6 +64,13 @@ if [ -n "$held" ]; then
   taken rmx-echo server "$held"
   taken rmx-percore "$held" 2
 fi
+
+# rmx-conns over rdma on loopback, which no RDMA device serves here: exit 1
+# with the server child's reason within 10 s (or 0 where a device does serve)
+timeout 10 "$bin/rmx-conns" rdma 127.0.0.1 1 1 >"$work/out" 2>"$work/err"
+rc=$?
+[ "$rc" = 0 ] || { [ "$rc" = 1 ] && grep -qF "rmx-conns server: rdma://127.0.0.1:0: " "$work/err"; } ||
+  say "rmx-conns rdma 127.0.0.1: exit $rc (want 1 with the reason), stderr '$(grep -v ' rmx\[' "$work/err" | head -2)'"
 
 [ "$bad" = 0 ] && echo "listen: every tool exits 1 with the reason on a taken address"
 exit "$bad"
