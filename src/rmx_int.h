@@ -109,6 +109,7 @@ struct rmx_mem {
   rmx_tp_mem_t *reg[RMX_TP_COUNT];
   rmx_list_t grants;         /* rmx__grant_t: its keys packed for one connection */
   struct rmx__name *name;    /* published under it (src/names.c), or NULL */
+  uint8_t cap;               /* packed as a capability (rmx_mem_pack) */
 };
 
 /* A key to a registration that one connection's peer alone may use
@@ -367,6 +368,7 @@ struct rmx_conn {
   rmx_list_t reqq;      /* RPC requests waiting for a handler slot */
   rmx_list_t reqs_out;  /* RPC requests with their handlers, not yet answered */
   rmx_list_t grants;    /* rmx__grant_t: keys packed for this peer alone */
+  rmx__guard_conn_t guard; /* its keys withdrawn since, and refused lately (src/conn/guard.c) */
   rmx_list_t xfers;     /* rmx_xfer_t prepared on it (src/xfer/xfer.c) */
   rmx_list_t notifq;    /* notifications kept for rmx_notify_take (src/xfer/notify.c) */
   struct rmx__names_conn *names; /* names looked up on it (src/names.c), or NULL */
@@ -453,6 +455,7 @@ struct rmx_ctx {
   uv_timer_t auth_timer;
   rmx__ratelimit_t rl_refused; /* refused hellos and failed authentications */
   rmx__ratelimit_t rl_proto;   /* connections closed for a peer's protocol error */
+  rmx__ratelimit_t rl_xfer;    /* transfer entries refused at rmx_xfer_prep */
   rmx__guard_t guard;          /* peers whose refused remote accesses got them banned */
   uv_timer_t alive_timer;  /* liveness deadlines (src/msg/alive.c) */
   struct {
@@ -496,7 +499,7 @@ void rmx__conn_ready(rmx_conn_t *c);
 void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/conn/event.c */
 void rmx__tp_recv(void *conn, const void *data, size_t len);
 void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
-void rmx__tp_strike(void *conn);                        /* src/conn/guard.c */
+void rmx__tp_strike(void *conn, const uint64_t *key);   /* src/conn/guard.c */
 
 #include "msg/alive.h" /* liveness, idle closes, RMX_EVICT_IDLE */
 

@@ -161,10 +161,13 @@ typedef struct rmx_tp_env {
   void (*incoming)(void *listener_owner, rmx_tp_conn_t *tc, const void *hello, size_t len);
   /* This side refused a remote access (read, write or atomic) the peer of
    * the connection of conn_owner asked for: bad key, bounds or rights. The
-   * core counts it against the peer's address (the guard). Called from
-   * the event loop, at most once per refused request; it returns at once
-   * and calls nothing of the transport but peer_addr. */
-  void (*strike)(void *conn_owner);
+   * core counts it against the peer's address (the guard), unless key (the
+   * transport key the request named, NULL where the transport cannot tell)
+   * is one the peer held on that connection and saw withdrawn, or one it
+   * was struck for lately. Called from the event loop, at most once per
+   * refused request; it returns at once and calls nothing of the transport
+   * but peer_addr. */
+  void (*strike)(void *conn_owner, const uint64_t *key);
 } rmx_tp_env_t;
 
 /* Log through the core's logger at the context's level. */

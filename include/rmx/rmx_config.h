@@ -186,8 +186,11 @@ typedef struct rmx_config {
    * key, out of bounds or without the rights) from one peer IP address
    * within @c guard_window_ms that get its new incoming connections
    * refused (RMX_GUARD_STRIKES, 16; 0..1000000, 0 turns the guard off).
-   * Connections that stand are not touched. The guard remembers 256
-   * addresses; docs/security.md says what it stops and what it does not.
+   * Connections that stand are not touched. Over TCP a key counts once per
+   * connection, and a stale key (one this side gave that connection and
+   * withdrew since) not at all. The guard remembers 256 addresses; a ban
+   * reaches every process behind the address; docs/security.md says what
+   * it stops and what it does not.
    */
   uint32_t guard_strikes;
   /**

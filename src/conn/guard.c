@@ -10,6 +10,21 @@
  * one does wrong). The table is fixed (RMX__GUARD_SLOTS addresses, the
  * least recently struck that is not banned makes room), so a flood of
  * addresses costs no memory; it may make the guard forget one of them.
+ *
+ * Not every refusal is a guess. A key the peer held on this connection and
+ * saw withdrawn since (revoked, its registration released, or ended with
+ * its transport connection where the connection reconnects) is stale: a reader racing the owner, which bulk
+ * movers do routinely; the connection remembers the last RMX__GUARD_STALE
+ * of them, and the context its last deregistered capability keys, and a
+ * refusal of one strikes nobody. A key never given to this connection
+ * (another's, a guess) is no stale key, so a guesser cannot launder its
+ * tries. And a key counts once: the refusals of the other parts of its
+ * request (or of a retry) after its strike, while the connection still
+ * remembers it among its last RMX__GUARD_RECENT struck keys, strike no more,
+ * since a key refused again tells its sender nothing new; each new key
+ * tried is a strike. Transports that cannot tell which key was refused
+ * (verbs, where the refusal also ends the connection) strike once per
+ * refusal.
  */
 #include <arpa/inet.h>
 #include <string.h>
@@ -103,13 +118,31 @@ void rmx__guard_strike(rmx_ctx_t *ctx, const struct sockaddr *sa)
                   addr, ctx->cfg.guard_strikes, ctx->cfg.guard_window_ms, ctx->cfg.guard_ban_ms);
 }
 
-/* The transports' strike (rmx_tp_env_t): the connection's peer address. */
-void rmx__tp_strike(void *owner)
+static int ring_has(const uint64_t *ring, uint32_t n, uint32_t cap, uint64_t key)
+{
+  for (uint32_t i = 0; ring && i < n && i < cap; i++)
+    if (ring[i] == key)
+      return 1;
+  return 0;
+}
+
+/* The transports' strike (rmx_tp_env_t): the connection's peer address,
+ * unless key is stale there or struck already. */
+void rmx__tp_strike(void *owner, const uint64_t *key)
 {
   rmx_conn_t *c = owner;
   struct sockaddr_storage ss;
   if (!c)
     return;
+  if (key) {
+    rmx__guard_conn_t *g = &c->guard;
+    rmx__guard_t *cg = &c->ctx->guard;
+    if (ring_has(g->stale, g->nstale, RMX__GUARD_STALE, *key) ||
+        ring_has(cg->caps, cg->ncaps, RMX__GUARD_STALE, *key) ||
+        ring_has(g->recent, g->nrecent, RMX__GUARD_RECENT, *key))
+      return;
+    rmx__guard_ring_put(g->recent, &g->nrecent, RMX__GUARD_RECENT, *key);
+  }
   if (c->has_peer_ss)
     ss = c->peer_ss;
   else if (!c->tc || c->ops->peer_addr(c->tc, &ss) != 0)

@@ -100,6 +100,9 @@ int rmx_mem_reg(rmx_ctx_t *ctx, void *addr, size_t len, unsigned access, rmx_mem
 
 static void grant_release(rmx__grant_t *g)
 {
+  /* its peer may still hold it (a reader racing the withdrawal): from now
+   * on a use of it on this connection is stale, not a guess */
+  rmx__guard_withdrawn(&g->c->guard, g->c->ops->mem_rkey(g->tm));
   rmx_list_del(&g->mem_link);
   rmx_list_del(&g->conn_link);
   g->c->ops->mem_dereg(g->tm);
@@ -134,8 +137,11 @@ void rmx_mem_dereg(rmx_mem_t *m)
   while ((n = m->grants.next) != &m->grants) /* windows go before their region */
     grant_release(rmx_container_of(n, rmx__grant_t, mem_link));
   for (int i = 0; i < RMX_TP_COUNT; i++)
-    if (m->reg[i])
+    if (m->reg[i]) {
+      if (m->cap) /* any peer may hold it still: stale on every connection */
+        rmx__guard_cap_gone(&m->ctx->guard, m->ctx->tp_ops[i]->mem_rkey(m->reg[i]));
       m->ctx->tp_ops[i]->mem_dereg(m->reg[i]);
+    }
   m->ctx->nmems--;
   m->ctx->mem_reg_bytes -= m->len;
   free(m);
@@ -194,6 +200,7 @@ int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len)
   }
   if (n == 0)
     return RMX_ENOTCONN;
+  m->cap = 1;
   return pack_keys(m, wire, NULL, key, n, blob, len);
 }
 

@@ -145,6 +145,7 @@ static void deferred_free(rmx__deferred_t *d)
   rmx_list_del(&c->link);
   rmx_list_del(&c->ka.link); /* out of its liveness queue */
   ctx->nconns--;
+  rmx__guard_conn_free(&c->guard);
   free(c);
   if (ctx->dying)
     ctx->up.conn_freed(ctx);

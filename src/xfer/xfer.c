@@ -66,6 +66,17 @@ static int key_add(rmx_xfer_t *x, const rmx_rkey_t *rk, uint32_t *ki)
   return 0;
 }
 
+/* Entry i is refused for why: one line (at most one a second: a loop that
+ * prepares bad requests must not fill the log), then rc for the caller. */
+static int refuse_entry(const rmx_xfer_t *x, const rmx_xfer_entry_t *e, size_t i, int rc,
+                        const char *why)
+{
+  RMX_LOG_LIMITED(x->ctx, &x->ctx->rl_xfer, WARN,
+                  "transfer request on %s: entry %zu refused (%s): %s, %zu bytes at offset %llu",
+                  x->c->peer, i, rmx_err_name(rc), why, e->len, (unsigned long long)e->offset);
+  return rc;
+}
+
 /* Check entry i and add it to the segments, merged with the last where both
  * sides continue it. */
 static int add_entry(rmx_xfer_t *x, rmx_mem_t **segmem, const rmx_xfer_entry_t *e, size_t i,
@@ -74,13 +85,14 @@ static int add_entry(rmx_xfer_t *x, rmx_mem_t **segmem, const rmx_xfer_entry_t *
   rmx_conn_t *c = x->c;
   const rmx_rkey_t *rk = e->rkey;
   x->elen[i] = e->len;
-  if ((!e->addr && e->len) || !rk || rk->tpi != c->tpi)
-    return RMX_EINVAL;
-  if (!(rk->access & need) || e->offset > rk->len || e->len > rk->len - e->offset) {
-    RMX_LOG(c->ctx, DEBUG, "transfer entry %zu: %s", i,
-            !(rk->access & need) ? "the key lacks the right" : "the range leaves the region");
-    return RMX_EACCES;
-  }
+  if (!e->addr && e->len)
+    return refuse_entry(x, e, i, RMX_EINVAL, "a NULL address");
+  if (!rk || rk->tpi != c->tpi)
+    return refuse_entry(x, e, i, RMX_EINVAL, !rk ? "no key" : "a key of another transport");
+  if (!(rk->access & need))
+    return refuse_entry(x, e, i, RMX_EACCES, "the key lacks the right");
+  if (e->offset > rk->len || e->len > rk->len - e->offset)
+    return refuse_entry(x, e, i, RMX_EACCES, "the range leaves the region");
   if (!e->len)
     return 0;
   uint32_t ki;

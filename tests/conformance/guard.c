@@ -3,10 +3,11 @@
  * The guard: guessing costs the guesser (public API only).
  *   rmx-guard-test tcp|rdma
  * Both ends live in one context whose guard is small (4 strikes in 10 s,
- * a ban of 500 ms). The client reads with a key the server has revoked
- * (deregistered): each read is refused, a strike against the client's
- * address (tcp: 127.0.0.1, RMX_TEST_ADDR=::1 for IPv6; rdma: RMX_TEST_ADDR,
- * else RXE_VM_ADDR, else 192.0.2.1). On TCP the read fails with RMX_EACCES
+ * a ban of 500 ms). The client reads with a forged key, one the server
+ * never gave out (a registration of a second context's): each read is
+ * refused, a strike against the client's address (tcp: 127.0.0.1,
+ * RMX_TEST_ADDR=::1 for IPv6; rdma: RMX_TEST_ADDR, else RXE_VM_ADDR, else
+ * 192.0.2.1). On TCP the read fails with RMX_EACCES
  * and the connection stays, so every bad read goes over the standing
  * connection. Over rdma the target's device refuses the read and puts its
  * QP into the error state, which ends the connection (the strike comes
@@ -16,6 +17,11 @@
  * (RMX_ECONNREFUSED) while the standing one still serves a good read;
  * after the ban they are accepted again. RMX_GUARD_STRIKES=0: no ban at
  * all. The guard's log lines go out at most once a second, with a count.
+ * TCP also checks what is no guess: stale keys (revoked, deregistered,
+ * withdrawn by name, in transfer requests of 16 entries) strike nobody; a
+ * request's forged key strikes once; a key revoked from another connection
+ * still strikes. And a transfer entry refused at rmx_xfer_prep is logged
+ * at WARN, one line a second at most (guard_xfer.c).
  */
 #include <rmx/rmx.h>
 #include <setjmp.h>
@@ -28,37 +34,22 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "harness.h"
+#include "guard.h"
 
-#define STRIKES 4
-#define BAN_MS 500
-
-typedef struct world {
-  rmx_ctx_t *ctx;
-  server_t s;
-  client_t cl;
-  uint8_t region[4096], buf[64];
-  rmx_mem_t *good;
-  rmx_rkey_t *good_rk, *stale_rk;
-  int done, status;
-} world_t;
-
-static world_t W;
+world_t W;
+guard_log_t L;
 static int rdma; /* the scheme is rdma: a refused read ends its connection */
-
-/* The guard's lines: all of them, the ones that ban, the ones that refuse. */
-static struct {
-  int lines, bans, refusals, named;
-  unsigned held; /* the "(and N more like it not logged ...)" counts */
-  char last[512];
-} L;
 
 static void on_log(rmx_log_level_t level, const char *line, void *arg)
 {
-  (void)level;
   (void)arg;
   if (getenv("RMX_TEST_GUARD_VERBOSE"))
     fprintf(stderr, "log: %s\n", line);
+  if (strncmp(line, "transfer request on ", 20) == 0) {
+    L.xfer_lines++;
+    L.xfer_warn += level == RMX_LOG_WARN;
+    snprintf(L.xfer_last, sizeof(L.xfer_last), "%s", line);
+  }
   if (strncmp(line, "guard: ", 7) != 0)
     return;
   L.lines++;
@@ -80,7 +71,7 @@ static void op_done(rmx_conn_t *c, int status, void *arg)
   w->status = status;
 }
 
-static rmx_rkey_t *share(rmx_mem_t *m, rmx_conn_t *c)
+rmx_rkey_t *share(rmx_mem_t *m, rmx_conn_t *c)
 {
   uint8_t blob[RMX_RKEY_MAX];
   size_t len = sizeof(blob);
@@ -90,11 +81,19 @@ static rmx_rkey_t *share(rmx_mem_t *m, rmx_conn_t *c)
   return rk;
 }
 
-static void start(uint32_t strikes)
+rmx_rkey_t *forged(rmx_conn_t *c)
+{
+  rmx_mem_t *m;
+  assert_true(W.nforged < FORGED_MAX);
+  assert_int_equal(rmx_mem_reg(W.ctx2, W.region, sizeof(W.region), RMX_MEM_REMOTE_READ, &m), 0);
+  W.forged_mem[W.nforged] = m;
+  return W.forged_rk[W.nforged++] = share(m, c);
+}
+
+void start(uint32_t strikes)
 {
   rmx_config_t cfg;
   char uri[128];
-  rmx_mem_t *m;
   memset(&W, 0, sizeof(W));
   memset(&L, 0, sizeof(L));
   assert_int_equal(rmx_config_init(&cfg), 0);
@@ -102,6 +101,9 @@ static void start(uint32_t strikes)
   cfg.guard_window_ms = 10000;
   cfg.guard_ban_ms = BAN_MS;
   assert_int_equal(rmx_ctx_create(&W.ctx, NULL, &cfg), 0);
+  assert_int_equal(rmx_ctx_create(&W.ctx2, NULL, NULL), 0); /* its keys: forgeries here */
+  uri_for(uri, sizeof(uri), 0);
+  assert_int_equal(rmx_listen(W.ctx2, uri, srv_accept, &W.s2, &W.s2.l), 0); /* its transport */
   uri_for(uri, sizeof(uri), 0);
   assert_int_equal(rmx_listen(W.ctx, uri, srv_accept, &W.s, &W.s.l), 0);
   assert_int_equal(rmx_listener_uri(W.s.l, W.s.uri, sizeof(W.s.uri)), 0);
@@ -111,15 +113,17 @@ static void start(uint32_t strikes)
   run_until(W.ctx, &W.s.accepted, 1);
   assert_int_equal(rmx_mem_reg(W.ctx, W.region, sizeof(W.region), RMX_MEM_REMOTE_READ, &W.good), 0);
   W.good_rk = share(W.good, W.cl.c);
-  assert_int_equal(rmx_mem_reg(W.ctx, W.region, 1024, RMX_MEM_REMOTE_READ, &m), 0);
-  W.stale_rk = share(m, W.cl.c);
-  rmx_mem_dereg(m); /* the client keeps a key the server no longer honours */
 }
 
-static void stop(void)
+void stop(void)
 {
   rmx_rkey_release(W.good_rk);
-  rmx_rkey_release(W.stale_rk);
+  for (int i = 0; i < W.nforged; i++) {
+    rmx_rkey_release(W.forged_rk[i]);
+    rmx_mem_dereg(W.forged_mem[i]);
+  }
+  server_stop(W.ctx2, &W.s2);
+  ctx_done(W.ctx2);
   rmx_mem_dereg(W.good);
   client_close(W.ctx, &W.cl);
   server_stop(W.ctx, &W.s);
@@ -137,10 +141,10 @@ static int read_on(rmx_conn_t *c, rmx_rkey_t *rk)
 }
 
 /* One read on the standing connection; its status. */
-static int read_with(rmx_rkey_t *rk) { return read_on(W.cl.c, rk); }
+int read_with(rmx_rkey_t *rk) { return read_on(W.cl.c, rk); }
 
 /* A new connection from the same address: what on_connected said. */
-static int try_connect(void)
+int try_connect(void)
 {
   client_t c2;
   int accepted = W.s.accepted;
@@ -153,15 +157,15 @@ static int try_connect(void)
   return st;
 }
 
-/* One read with the stale key, which the server refuses: one strike. On
+/* One read with a new forged key, which the server refuses: one strike. On
  * TCP over the standing connection, refused with RMX_EACCES. Over rdma the
  * refusal ends the connection at both ends, so it goes over a connection
  * of its own; the strike is counted by the time the server's end has
  * reported its disconnect. */
-static void bad_read(void)
+void bad_read(void)
 {
   if (!rdma) {
-    assert_int_equal(read_with(W.stale_rk), RMX_EACCES);
+    assert_int_equal(read_with(forged(W.cl.c)), RMX_EACCES);
     return;
   }
   client_t c2;
@@ -171,9 +175,9 @@ static void bad_read(void)
   if (c2.connect_status != 0)
     fail_msg("the connection for a bad read: %s", rmx_err_name(c2.connect_status));
   run_until(W.ctx, &W.s.accepted, accepted + 1);
-  int st = read_on(c2.c, W.stale_rk);
+  int st = read_on(c2.c, forged(c2.c));
   if (st == 0)
-    fail_msg("a read with a deregistered key succeeded");
+    fail_msg("a read with a forged key succeeded");
   run_until(W.ctx, &c2.disconnects, 1);
   run_until(W.ctx, &W.s.disconnects, down + 1);
   client_close(W.ctx, &c2);
@@ -249,5 +253,15 @@ int main(int argc, char **argv)
     cmocka_unit_test(refused_reads_ban_new_connections_for_a_while),
     cmocka_unit_test(strikes_zero_turns_the_guard_off),
   };
-  return cmocka_run_group_tests_name(rdma ? "guard/rdma" : "guard/tcp", tests, NULL, NULL);
+  const struct CMUnitTest tcp_tests[] = {
+    cmocka_unit_test(refused_reads_ban_new_connections_for_a_while),
+    cmocka_unit_test(strikes_zero_turns_the_guard_off),
+    cmocka_unit_test(stale_keys_strike_nobody),
+    cmocka_unit_test(a_request_of_forged_entries_strikes_once),
+    cmocka_unit_test(a_key_revoked_from_another_connection_still_strikes),
+    cmocka_unit_test(refused_entries_are_logged_once_a_second),
+  };
+  if (!rdma)
+    return cmocka_run_group_tests_name("guard/tcp", tcp_tests, NULL, NULL);
+  return cmocka_run_group_tests_name("guard/rdma", tests, NULL, NULL);
 }

@@ -67,8 +67,8 @@ static rmx_tp_mem_t *check_access(rmx_tp_conn_t *tc, uint64_t key, uint64_t addr
     *status = RMX_EACCES;
   if (*status) {
     refused(tc, what, len, addr, *status);
-    if (tc->owner)
-      tc->tp->env->strike(tc->owner); /* a guess, or a peer's bug: the guard counts it */
+    if (tc->owner) /* a guess, or a peer's bug: the guard counts it, unless stale */
+      tc->tp->env->strike(tc->owner, &key);
     return NULL;
   }
   return m;

@@ -239,7 +239,7 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
                        ibv_event_type_str(e->type),
                        st == RMX_EPROTO ? " (this side refused a request of the peer)" : "");
     if (st == RMX_EPROTO && tc->owner)
-      env->strike(tc->owner); /* counted once: the flush (cq.c) sees tc->dead */
+      env->strike(tc->owner, NULL); /* counted once: the flush (cq.c) sees tc->dead */
     rmx__vb_fail(tc, st);
     break;
   case IBV_EVENT_SRQ_LIMIT_REACHED:

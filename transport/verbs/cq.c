@@ -146,7 +146,7 @@ void rmx__vb_went_error(struct rmx_tp_conn *tc)
                      "request of the peer (bad key, bounds or rights) or the device failed",
                      tc->qpn, tc->peer);
   if (tc->owner)
-    tc->tp->env->strike(tc->owner); /* counted once: the async event sees tc->dead */
+    tc->tp->env->strike(tc->owner, NULL); /* counted once: the async event sees tc->dead */
   rmx__vb_fail(tc, RMX_EPROTO);
 }
 
@@ -194,7 +194,7 @@ static int on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
                        "rdma: QP 0x%x: %s sent with invalidate (key 0x%x), which rmx never "
                        "does: connection closed", wc->qp_num, tc->peer, wc->invalidated_rkey);
     if (tc->owner)
-      tc->tp->env->strike(tc->owner);
+      tc->tp->env->strike(tc->owner, NULL);
     rmx__vb_fail(tc, RMX_EPROTO);
     return 0;
   }
