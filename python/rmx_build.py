@@ -174,6 +174,7 @@ int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len,
 int rmx_rpc_cancel(rmx_conn_t *c, uint64_t call);
 int rmx_rpc_reply(rmx_rpc_req_t *req, const void *data, size_t len);
 int rmx_rpc_reply_error(rmx_rpc_req_t *req, int status);
+rmx_conn_t *rmx_rpc_req_conn(const rmx_rpc_req_t *req);
 
 extern "Python" {
   void _py_on_accept(rmx_listener_t *, rmx_conn_t *, void *);
