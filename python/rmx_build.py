@@ -6,9 +6,10 @@ API (out-of-line) mode: the declarations below are checked against
 functions compiled into the module (no libffi closures).
 
 Where librmx comes from:
-  RMX_BUILD_DIR=/path/to/build   an in-tree build: the headers of the source
-                                 tree above python/ (or RMX_SOURCE_DIR), the
-                                 library in RMX_BUILD_DIR/lib (run path set)
+  RMX_BUILD_DIR=/path/to/build   a CMake build tree: the headers of the source
+                                 tree it was configured from (its CMakeCache.txt;
+                                 RMX_SOURCE_DIR overrides), the library in
+                                 RMX_BUILD_DIR/lib (run path set)
   otherwise                      pkg-config rmx (an installed librmx)
 
 Run directly (`python3 rmx_build.py OUTDIR`) to compile the module into
@@ -174,6 +175,7 @@ int rmx_rpc_call(rmx_conn_t *c, uint32_t id, const void *req, size_t len,
 int rmx_rpc_cancel(rmx_conn_t *c, uint64_t call);
 int rmx_rpc_reply(rmx_rpc_req_t *req, const void *data, size_t len);
 int rmx_rpc_reply_error(rmx_rpc_req_t *req, int status);
+rmx_conn_t *rmx_rpc_req_conn(const rmx_rpc_req_t *req);
 
 extern "Python" {
   void _py_on_accept(rmx_listener_t *, rmx_conn_t *, void *);
@@ -212,15 +214,37 @@ def _pkg_config():
                 runtime_library_dirs=libdirs, extra_compile_args=extra)
 
 
+def _source_of(build):
+    """The source tree a CMake build tree was configured from (its headers):
+    RMX_SOURCE_DIR, else what the build's CMakeCache.txt names, else the
+    tree above python/ (a checkout)."""
+    src = os.environ.get("RMX_SOURCE_DIR")
+    if src:
+        return os.path.abspath(src)
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as cache:
+            for line in cache:
+                if line.startswith("rmx_SOURCE_DIR:"):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return os.path.dirname(HERE)
+
+
 def _where():
     build = os.environ.get("RMX_BUILD_DIR")
     if not build:
         return _pkg_config()
     build = os.path.abspath(build)
-    src = os.environ.get("RMX_SOURCE_DIR") or os.path.dirname(HERE)
     lib = os.path.join(build, "lib")
-    return dict(include_dirs=[os.path.join(src, "include")], library_dirs=[lib],
-                libraries=["rmx"], runtime_library_dirs=[lib])
+    inc = os.path.join(_source_of(build), "include")
+    if not os.path.exists(os.path.join(lib, "librmx.so")):
+        sys.exit(f"rmx_build: RMX_BUILD_DIR={build} is no built rmx tree (no lib/librmx.so; "
+                 "give an absolute path: pip builds in the package's directory)")
+    if not os.path.exists(os.path.join(inc, "rmx", "rmx.h")):
+        sys.exit(f"rmx_build: no rmx/rmx.h under {inc}; set RMX_SOURCE_DIR to rmx's source tree")
+    return dict(include_dirs=[inc], library_dirs=[lib], libraries=["rmx"],
+                runtime_library_dirs=[lib])
 
 
 ffibuilder = FFI()

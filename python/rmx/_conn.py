@@ -10,7 +10,7 @@ from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Opti
 
 from . import _registry as reg
 from ._rmx_cffi import ffi, lib
-from .errors import ConnectionClosed, RmxError, make_error
+from .errors import ConnectionClosed, RmxError, RmxValueError, make_error
 
 if TYPE_CHECKING:
     from ._context import Context
@@ -20,6 +20,29 @@ if TYPE_CHECKING:
 Buffer = Any  # any object of the buffer protocol (bytes, bytearray, memoryview, numpy, mmap)
 _CBS = reg.conn_cbs()
 _CONNECTING, _OPEN, _DOWN, _CLOSING, _CLOSED = range(5)
+
+
+def _uri_arg(uri: Any, what: str) -> bytes:
+    """A URI argument as rmx reads it: a str (TypeError for any other type)
+    without NUL characters (ValueError: rmx would read up to the first)."""
+    if not isinstance(uri, str):
+        raise TypeError(f"{what}: the URI is a str such as 'tcp://HOST:PORT', "
+                        f"not {type(uri).__name__}")
+    if "\0" in uri:
+        raise ValueError(f"{what}: the URI {uri!r} holds a NUL character")
+    return uri.encode()
+
+
+def _uri_error(rc: int, what: str) -> RmxError:
+    """rmx's refusal of a URI: RMX_EINVAL (the URI is malformed: its log line
+    says which part) is a ValueError too."""
+    return make_error(rc, what, RmxValueError if rc == lib.RMX_EINVAL else None)
+
+
+async def _sent(fut: asyncio.Future) -> None:
+    """What Connection.send returns once the send has started: a coroutine,
+    so that asyncio.create_task() takes it like any other."""
+    await fut
 
 
 def _closed_error(what: str, status: int = 0) -> RmxError:
@@ -96,6 +119,7 @@ class Connection:
             self._state = _DOWN
         self._down = status
         self._fail_waiters(status)
+        self._ctx._cancel_requests(self._c)
 
     def _cb_closed(self) -> None:
         self._state = _CLOSED
@@ -128,19 +152,22 @@ class Connection:
             return
         self._closed = self._ctx._loop.create_future()
         self._state = _CLOSING
+        self._ctx._cancel_requests(self._c)
         rc = lib.rmx_conn_close(self._c, lib._py_on_closed, reg.as_arg(self._tok))
         if rc < 0:  # cannot happen for a handle closed once; never leave a waiter
             self._closed.set_result(None)
         self._fail_waiters(0)
         self._ctx._kick()
 
-    async def send(self, data: Buffer) -> None:
-        """Send one message (0 bytes up to max_msg_size) and wait until rmx is
-        done with ``data``. Large messages go zero-copy: ``data`` is borrowed
-        (its buffer stays exported, so a bytearray cannot be resized) until
-        the send completes, whether or not the awaiting task is cancelled.
-        Raises RmxError when the send fails; cancelling the await does not
-        cancel the send."""
+    def send(self, data: Buffer) -> Awaitable[None]:
+        """Send one message (0 bytes up to max_msg_size); await the result to
+        wait until rmx is done with ``data``. The send starts in the call,
+        not at the await: a small message is copied then, and a large one
+        goes zero-copy: ``data`` is borrowed (its buffer stays exported, so a
+        bytearray cannot be resized) until the send completes, whether or
+        not the awaiting task is cancelled. A refused send (a closed
+        connection, a bad size) raises in the call; a failure later raises at
+        the await. Cancelling the await does not cancel the send."""
         c = self._usable("send")
         n, ptr, keep = reg.buffer_of(data)
         op = reg.Op(self._ctx, "send", keep)
@@ -149,7 +176,7 @@ class Connection:
             op.abandon()
             raise make_error(rc, "send")
         self._ctx._kick()
-        await op.fut
+        return _sent(op.fut)
 
     async def recv(self) -> bytes:
         """The next message. Raises ConnectionClosed after the last message
@@ -311,8 +338,9 @@ class Connection:
         large transfers; returns the rail's number. Keys found or unpacked
         before it holds none for it: look the memory up again."""
         c = self._usable("add_rail")
+        curi = _uri_arg(uri, "add_rail")
         op = reg.Op(self._ctx, "add_rail", None)
-        rc = lib.rmx_rail_add(c, uri.encode(), lib._py_on_rail, reg.as_arg(op.tok))
+        rc = lib.rmx_rail_add(c, curi, lib._py_on_rail, reg.as_arg(op.tok))
         if rc < 0:
             op.abandon()
             raise make_error(rc, "add_rail")
@@ -374,16 +402,17 @@ class Listener:
     a task of the context, cancelled by Context.close())."""
 
     def __init__(self, ctx: "Context", uri: str, on_accept: Optional[AcceptHandler]) -> None:
+        curi = _uri_arg(uri, "listen")
         self._ctx = ctx
         self._on_accept = on_accept
         self._queue: collections.deque = collections.deque()
         self._waiters: collections.deque = collections.deque()
         self._tok = reg.hold(self)
         lp = ffi.new("rmx_listener_t **")
-        rc = lib.rmx_listen(ctx._ctx, uri.encode(), lib._py_on_accept, reg.as_arg(self._tok), lp)
+        rc = lib.rmx_listen(ctx._ctx, curi, lib._py_on_accept, reg.as_arg(self._tok), lp)
         if rc < 0:
             reg.release(self._tok)
-            raise make_error(rc, f"listen {uri}")
+            raise _uri_error(rc, f"listen {uri}")
         self._l = lp[0]
         buf = ffi.new("char[128]")
         lib.rmx_listener_uri(self._l, buf, 128)

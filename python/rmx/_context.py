@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Set, Union
 
 from . import _registry as reg
-from ._conn import AcceptHandler, Buffer, Connection, Listener, _CONNECTING
+from ._conn import AcceptHandler, Buffer, Connection, Listener, _CONNECTING, _uri_arg, _uri_error
 from ._rmx_cffi import ffi, lib
 from .errors import RmxError, RmxThreadError, check, make_error
 
@@ -172,6 +172,18 @@ class Context:
         if self._ctx is not None:
             self._reply(req, res, err)
 
+    def _cancel_requests(self, c: Any) -> None:
+        """Cancel the handler tasks serving requests that came on connection
+        ``c``, which is closing or down: their replies can go nowhere, and rmx
+        holds the connection's close back until each request is answered
+        (the cancelled handler answers RMX_ECANCELED, which releases it).
+        The cancel waits for the loop's next turn: a task created in this
+        progress pass has not started, and one cancelled before its first
+        step would end without answering."""
+        for key, task in list(self._reqs.items()):
+            if lib.rmx_rpc_req_conn(ffi.cast("rmx_rpc_req_t *", key)) == c:
+                self._loop.call_soon(task.cancel)
+
     def _reply(self, req: Any, res: Any, err: Optional[BaseException]) -> None:
         if err is None:
             try:
@@ -217,15 +229,15 @@ class Context:
         """Open a connection (``tcp://``, ``rdma://`` or ``auto://HOST:PORT``)
         and wait until it is established. Cancelling the wait closes it."""
         self._check()
+        curi = _uri_arg(uri, "connect")
         pc = ffi.new("rmx_conn_t **")
         conn = Connection(self, None, _CONNECTING)
         conn._connected = self._loop.create_future()
-        rc = lib.rmx_connect(self._ctx, uri.encode(), lib._py_on_connected,
-                             reg.as_arg(conn._tok), pc)
+        rc = lib.rmx_connect(self._ctx, curi, lib._py_on_connected, reg.as_arg(conn._tok), pc)
         if rc < 0:
             reg.release(conn._tok)
             self._conns.pop(conn._tok, None)
-            raise make_error(rc, f"connect {uri}")
+            raise _uri_error(rc, f"connect {uri}")
         conn._c = pc[0]
         conn._set_cbs()
         self._kick()

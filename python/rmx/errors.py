@@ -4,7 +4,7 @@ carrying the library's code (a negative RMX_E* number), its name and its
 sentence."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type, Union
 
 from ._rmx_cffi import ffi, lib
 
@@ -12,18 +12,37 @@ from ._rmx_cffi import ffi, lib
 class RmxError(Exception):
     """An rmx call or operation failed.
 
+    ``RmxError(code, what=None)``: ``code`` is a negative RMX_E* number or
+    its name (``rmx.errors.codes`` maps names to codes), ``what`` the call or
+    operation that failed. An RPC handler that raises one gives its caller
+    that code (``raise rmx.RmxError("RMX_EACCES")``).
+
     Attributes:
-        code: the negative RMX_E* code (``rmx.errors.codes`` maps names to codes)
+        code: the negative RMX_E* code
         name: its symbolic name, e.g. ``"RMX_ECONNRESET"``
         text: rmx_strerror()'s sentence
+        what: the call or operation, or None
         failed: for a transfer request, the index of the first entry that
             failed (None: no entry is to blame, or not a transfer)
     """
 
-    code: int = 0
-    name: str = "RMX_OK"
-    text: str = ""
     failed: Optional[int] = None
+
+    def __init__(self, code: Union[int, str], what: Optional[str] = None) -> None:
+        if isinstance(code, str) and code in codes:
+            code = codes[code]
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise TypeError(f"RmxError(code, what=None): code is a negative RMX_E* number "
+                            f"or its name (rmx.errors.codes), not {code!r}")
+        if code >= 0:
+            raise ValueError(f"RmxError: an error code is below 0, not {code}")
+        name, text = err_name(code), strerror(code)
+        prefix = f"{what}: " if what else ""
+        super().__init__(f"{prefix}{name} ({code}): {text}")
+        self.code, self.name, self.text, self.what = code, name, text, what
+
+    def __reduce__(self) -> Any:  # pickled as the call that makes it again
+        return type(self), (self.code, self.what), {"failed": self.failed}
 
 
 class RmxTimeoutError(RmxError, TimeoutError):
@@ -42,6 +61,10 @@ class ConnectionClosed(RmxConnectionError):
 
 class RmxThreadError(RuntimeError):
     """An rmx object was used from a thread other than its context's."""
+
+
+class RmxValueError(RmxError, ValueError):
+    """RMX_EINVAL for an argument rmx refused, such as a URI it cannot parse."""
 
 
 def _code(name: str) -> int:
@@ -72,12 +95,9 @@ def err_name(code: int) -> str:
 
 def make_error(code: int, what: Optional[str] = None,
                cls: Optional[Type[RmxError]] = None) -> RmxError:
-    """The exception for rmx code ``code`` (``what``: the call or operation)."""
-    name, text = err_name(code), strerror(code)
-    prefix = f"{what}: " if what else ""
-    err = (cls or _CLASSES.get(code, RmxError))(f"{prefix}{name} ({code}): {text}")
-    err.code, err.name, err.text = code, name, text
-    return err
+    """The exception for rmx code ``code`` (``what``: the call or operation),
+    of the class that fits it (RmxTimeoutError for RMX_ETIMEDOUT, ...)."""
+    return (cls or _CLASSES.get(code, RmxError))(code, what)
 
 
 def check(rc: int, what: str) -> int:

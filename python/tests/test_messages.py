@@ -87,6 +87,20 @@ async def test_bad_uri_and_sizes(pair):
     assert e.value.name == "RMX_EMSGSIZE"
 
 
+async def test_send_takes_the_bytes_at_the_call(pair):
+    """conn.send() starts the send in the call: a small message is copied
+    then, so what the buffer holds at the await does not count."""
+    cli, srv = await pair.connect()
+    buf = bytearray(b"at the call!")
+    sending = cli.send(buf)
+    buf[:] = b"at the await"
+    await sending
+    assert await srv.recv() == b"at the call!"
+    with pytest.raises(rmx.RmxError) as e:  # refused in the call, before any await
+        cli.send(bytes(pair.cli.max_msg_size + 1))
+    assert e.value.name == "RMX_EMSGSIZE"
+
+
 async def test_borrowed_buffer_cannot_be_resized(pair):
     cli, srv = await pair.connect()
     data = bytearray(pattern(1 << 20))

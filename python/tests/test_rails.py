@@ -40,6 +40,8 @@ async def test_rail_errors(pair):
     with pytest.raises(rmx.RmxError) as e:
         await srv.add_rail(pair.listener.uri)  # the accepting side opens none
     assert e.value.name == "RMX_EINVAL"
+    with pytest.raises(TypeError):
+        await cli.add_rail(None)  # a URI is a str
     with pytest.raises(rmx.RmxError) as e:
         cli.rail_info(3)
     assert e.value.name == "RMX_ENOENT"

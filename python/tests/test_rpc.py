@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """RPC: 10,000 concurrent calls checked, handlers that raise, timeouts."""
 import asyncio
+import pickle
 import struct
 
 import pytest
@@ -33,7 +34,7 @@ async def test_ten_thousand_concurrent_calls(pair):
 async def test_raising_handler_and_server_keeps_serving(pair, loop_errors):
     async def bad(req):
         if req == b"rmx":
-            raise rmx.errors.make_error(rmx.errors.codes["RMX_EACCES"], "handler")
+            raise rmx.RmxError("RMX_EACCES", "handler")
         raise ValueError("the handler failed")
 
     pair.srv.rpc_register(1, bad)
@@ -74,3 +75,100 @@ async def test_timeout(pair):
     gate.set()
     assert await cli.call(5, timeout=5) == b"late"
     assert await cli.call(5, b"z" * 100_000) == b"late"  # a large request, zero-copy
+
+
+def lib_code(name):
+    return rmx.errors.codes[name]
+
+
+def test_rmx_error_of_a_code():
+    code = lib_code("RMX_EACCES")
+    e = rmx.RmxError(code, "open")
+    assert (e.code, e.name, e.what) == (code, "RMX_EACCES", "open")
+    assert e.text == rmx.errors.strerror(code) and str(e) == f"open: RMX_EACCES ({code}): {e.text}"
+    assert rmx.RmxError("RMX_EACCES").code == code and rmx.RmxError(-7777).code == -7777
+    again = pickle.loads(pickle.dumps(rmx.errors.make_error(lib_code("RMX_ETIMEDOUT"), "call")))
+    assert isinstance(again, rmx.RmxTimeoutError) and again.name == "RMX_ETIMEDOUT"
+    for bad in (None, 1.5, "RMX_ENOSUCH", True):
+        with pytest.raises(TypeError):
+            rmx.RmxError(bad)
+    with pytest.raises(ValueError):
+        rmx.RmxError(0)
+
+
+async def test_handler_raises_rmx_error_of_a_code(pair, loop_errors):
+    async def refuse(req):
+        raise rmx.RmxError(int(req))
+
+    def refuse_at_once(req):
+        raise rmx.RmxError("RMX_EACCES")
+
+    pair.srv.rpc_register(1, refuse)
+    pair.srv.rpc_register(2, refuse_at_once)
+    cli, _ = await pair.connect()
+    for code in (lib_code("RMX_EACCES"), lib_code("RMX_ENOENT"), -7777):
+        with pytest.raises(rmx.RmxError) as e:
+            await cli.call(1, b"%d" % code)
+        assert e.value.code == code
+    with pytest.raises(rmx.RmxError) as e:
+        await cli.call(2)
+    assert e.value.name == "RMX_EACCES"
+    assert not loop_errors  # an RmxError is the caller's answer, not a failure to log
+
+
+async def _stuck_handlers(pair, n):
+    """RPC 4 waits for ever; n calls to it are being served when this returns
+    (the calls' tasks, what the handlers saw)."""
+    never = asyncio.get_running_loop().create_future()
+    seen = {"started": 0, "cancelled": []}
+    started = asyncio.Event()
+
+    async def stuck(req):
+        seen["started"] += 1
+        if seen["started"] == n:
+            started.set()
+        try:
+            await never
+        except asyncio.CancelledError:
+            seen["cancelled"].append(req)
+            raise
+
+    pair.srv.rpc_register(4, stuck)
+    cli, srv = await pair.connect()
+    calls = [asyncio.ensure_future(cli.call(4, b"%d" % i)) for i in range(n)]
+    await started.wait()
+    return calls, seen
+
+
+@pytest.mark.parametrize("closer", ["caller", "server"])
+async def test_handlers_of_a_closed_connection_are_cancelled(pair, closer):
+    calls, seen = await _stuck_handlers(pair, 3)
+    if closer == "caller":
+        await pair.cli_conn.close()
+    # the server's close is not held back by handlers whose replies can go
+    # nowhere: they are cancelled (the wait_for only guards against a hang)
+    await asyncio.wait_for(pair.srv_conn.close(), 60)
+    for call in calls:
+        with pytest.raises(rmx.RmxError):
+            await call
+    assert sorted(seen["cancelled"]) == [b"0", b"1", b"2"]
+    assert pair.srv.stats()["py_requests"] == 0
+
+
+async def test_request_and_close_in_one_pass(pair):
+    """The request and the close arrive together: the handler's task is
+    created and cancelled in the same progress pass, and still answers."""
+    async def stuck(req):
+        await asyncio.get_running_loop().create_future()
+
+    pair.srv.rpc_register(4, stuck)
+    cli, srv = await pair.connect()
+    for i in range(20):
+        call = asyncio.ensure_future(cli.call(4, b"%d" % i))
+        await asyncio.sleep(0)  # the call is posted; the close goes out with it
+        await cli.close()
+        with pytest.raises(rmx.RmxError):
+            await call
+        await asyncio.wait_for(srv.close(), 60)
+        assert pair.srv.stats()["py_requests"] == 0
+        cli, srv = await pair.connect()
