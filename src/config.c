@@ -95,7 +95,7 @@ const rmx__setting_t rmx__settings[] = {
       "ms: a peer that connects and says nothing holds a handshake slot no longer."),
   {"RMX_SRQ", FIELD(srq), RMX__SET_WORD, RMX_SRQ_AUTO, 0, RMX_SRQ_AUTO, srq_modes,
    "Verbs receive buffers: each connection its own (0), one shared receive queue per device "
-   "(1), or their own for a device's first 64 connections and shared after (auto)."},
+   "(1), or their own for a device's first 4 connections and shared after (auto)."},
   NUM("RMX_SRQ_DEPTH", srq_depth, 1024, 16, 1u << 20,
       "Receive buffers of a shared receive queue (RMX_SRQ), each RMX_EAGER_SIZE bytes; the "
       "device may allow fewer."),

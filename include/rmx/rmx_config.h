@@ -73,8 +73,15 @@ typedef enum {
 typedef enum rmx_srq_mode {
   RMX_SRQ_OFF = 0,  /**< each queue pair posts its own (rx_depth + 2 buffers) */
   RMX_SRQ_ON = 1,   /**< one shared receive queue per device (srq_depth buffers) */
-  RMX_SRQ_AUTO = 2  /**< its own for a device's first 64 connections, shared after */
+  RMX_SRQ_AUTO = 2  /**< its own for a device's first RMX_SRQ_AUTO_OWN connections, shared after */
 } rmx_srq_mode_t;
+
+/** Under RMX_SRQ=auto, the connections of a device that keep their own
+ *  receive queue ((rx_depth + 2) * eager_size bytes each, 528 KiB by
+ *  default) before new ones take the shared queue: few, so that a client
+ *  with a handful of connections pins no shared queue, and a server's
+ *  first peers do not pin megabytes each (docs/scaling.md). */
+#define RMX_SRQ_AUTO_OWN 4
 
 /**
  * Context configuration. Fill it with rmx_config_init(), then change fields.

@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,26 @@ static void handler_can_be_removed(void **state)
   assert_int_equal(calls, 0);
 }
 
+/* Under the default settings a server with 1,000 verbs connections pins
+ * at most 20 KiB of receive buffers per connection: the first
+ * RMX_SRQ_AUTO_OWN connections' own queues and the device's shared queue,
+ * over all of them. With the roughly 12 KiB an idle connection on the
+ * shared queue costs besides (docs/scaling.md), that keeps it within
+ * 32 KiB; 64 own queues (528 KiB each) would pin 43 KiB a connection. */
+static void srq_auto_bounds_receive_memory(void **state)
+{
+  (void)state;
+  rmx_config_t cfg;
+  assert_int_equal(rmx_config_init(&cfg), 0);
+  assert_int_equal(cfg.srq, RMX_SRQ_AUTO);
+  const uint64_t conns = 1000, own = RMX_SRQ_AUTO_OWN;
+  uint64_t pinned = own * (cfg.rx_depth + 2) * cfg.eager_size +
+                    (uint64_t)cfg.srq_depth * cfg.eager_size;
+  printf("receive buffers at %llu connections under RMX_SRQ=auto: %llu B each\n",
+         (unsigned long long)conns, (unsigned long long)(pinned / conns));
+  assert_true(pinned / conns <= 20 * 1024);
+}
+
 int main(void)
 {
   setenv("RMX_EAGERSIZE", "4096", 1);
@@ -359,6 +380,7 @@ int main(void)
     cmocka_unit_test_setup_teardown(code_config_is_checked, catch_logs, stderr_logs),
     cmocka_unit_test_setup_teardown(config_print, catch_logs, stderr_logs),
     cmocka_unit_test_setup(handler_can_be_removed, catch_logs),
+    cmocka_unit_test(srq_auto_bounds_receive_memory),
   };
   return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

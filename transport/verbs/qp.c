@@ -53,15 +53,13 @@ static int region_reg(struct rmx_tp_conn *tc, void *addr, size_t len)
   return 0;
 }
 
-#define VB_SRQ_AUTO_AT 64 /* RMX_SRQ=auto: QPs a device has before new ones share */
-
 /* Whether tc's QP takes its receives from the device's SRQ: 0 or 1, or an
  * error when RMX_SRQ=1 cannot be had. */
 static int srq_wanted(struct rmx_tp_conn *tc)
 {
   const rmx_config_t *cfg = tc->tp->env->cfg;
   vb_dev_t *dev = tc->dev;
-  if (cfg->srq == RMX_SRQ_OFF || (cfg->srq == RMX_SRQ_AUTO && dev->nqp < VB_SRQ_AUTO_AT))
+  if (cfg->srq == RMX_SRQ_OFF || (cfg->srq == RMX_SRQ_AUTO && dev->nqp < RMX_SRQ_AUTO_OWN))
     return 0;
   int rc = rmx__vb_srq_get(dev);
   if (rc == 0)
