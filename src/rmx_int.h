@@ -289,6 +289,9 @@ typedef struct rmx__auth_conn {
   uint8_t waiting;   /* in ctx->authing */
   uint8_t chello[RMX_WIRE_HELLO_AUTH_CONNECT_LEN]; /* connecting side's hello + nonce */
   uint8_t shello[RMX_WIRE_HELLO_AUTH_CONNECT_LEN]; /* accepting side's hello + nonce */
+  uint8_t ranged;    /* both sides sent a range: the transcript covers both */
+  uint8_t crange[RMX_WIRE_RANGE_LEN]; /* connecting side's range, as sent */
+  uint8_t srange[RMX_WIRE_RANGE_LEN]; /* accepting side's range, as sent */
   rmx_list_t link;   /* in ctx->authing while AUTH / AUTH_OK is awaited */
   uint64_t deadline;
 } rmx__auth_conn_t;
@@ -344,6 +347,8 @@ struct rmx_conn {
   char host[256];
   char port[8];
   char peer[272];       /* the peer's address, for logs: "host:port" */
+  uint16_t wire_version; /* the protocol version both sides agreed on (src/conn/connect.c) */
+  uint32_t features;     /* RMX_FEAT_* both sides have */
   /* Both ends' addresses, taken when the connection became established
    * (rmx_conn_peer_addr, rmx_conn_local_addr): addrs_taken is 1 from then
    * on; has_peer_ss and has_local_ss say which of the two the transport
@@ -489,7 +494,6 @@ void rmx__conn_close_watch(rmx_conn_t *c);   /* an orderly close with a deadline
 void rmx__listener_unref(rmx_listener_t *l);
 void rmx__listener_slots(rmx_listener_t *l); /* pause or resume its transport listener */
 /* ---- connection set-up (src/conn/connect.c) ---- */
-void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN]);
 void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev);
 /* Parse uri and open its transport (logs why not): 0, or the error for the caller. */
 int rmx__uri_open(rmx_ctx_t *ctx, const char *uri, rmx__uri_t *u, int *tpi);

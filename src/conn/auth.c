@@ -7,6 +7,7 @@
  *   proofs HMAC-SHA-512-256 keyed with K                    crypto_auth
  *          server: over "rmx auth server" || client hello || server hello
  *          client: over "rmx auth client" || client hello || server hello
+ *          (then both version ranges, where both sides sent one)
  *
  * where each hello is the 32-byte hello plus that side's 16-byte nonce
  * (randombytes_buf). Nothing secret goes on the wire; each proof covers
@@ -43,7 +44,7 @@ _Static_assert(RMX_WIRE_HDR_LEN + RMX_WIRE_AUTH_PROOF_LEN <= RMX_WIRE_CTRL_MAX,
                "an AUTH frame fits in a control op");
 
 #define HELLO_LEN RMX_WIRE_HELLO_AUTH_CONNECT_LEN /* hello + nonce, per side */
-#define TRANSCRIPT_LEN (LABEL_LEN + 2 * HELLO_LEN)
+#define TRANSCRIPT_LEN (LABEL_LEN + 2 * HELLO_LEN + 2 * RMX_WIRE_RANGE_LEN) /* the longest */
 
 static void wipe(void *p, size_t n)
 {
@@ -202,11 +203,22 @@ void rmx__auth_refuse(rmx_conn_t *c, const char *why)
 /* ---- proofs ---- */
 
 #ifdef RMX_HAVE_SODIUM
-static void transcript(uint8_t m[TRANSCRIPT_LEN], const char *label, const rmx__auth_conn_t *a)
+/* Returns the transcript's length: both ranges count only when both sides
+ * sent one, so a relay that strips either makes the proofs disagree. */
+static size_t transcript(uint8_t m[TRANSCRIPT_LEN], const char *label, const rmx__auth_conn_t *a)
 {
+  size_t n = LABEL_LEN;
   memcpy(m, label, LABEL_LEN);
-  memcpy(m + LABEL_LEN, a->chello, HELLO_LEN);
-  memcpy(m + LABEL_LEN + HELLO_LEN, a->shello, HELLO_LEN);
+  memcpy(m + n, a->chello, HELLO_LEN);
+  n += HELLO_LEN;
+  memcpy(m + n, a->shello, HELLO_LEN);
+  n += HELLO_LEN;
+  if (a->ranged) {
+    memcpy(m + n, a->crange, RMX_WIRE_RANGE_LEN);
+    memcpy(m + n + RMX_WIRE_RANGE_LEN, a->srange, RMX_WIRE_RANGE_LEN);
+    n += 2 * RMX_WIRE_RANGE_LEN;
+  }
+  return n;
 }
 
 static void proof(rmx_ctx_t *ctx, const char *label, const rmx__auth_conn_t *a,
@@ -215,8 +227,7 @@ static void proof(rmx_ctx_t *ctx, const char *label, const rmx__auth_conn_t *a,
   uint8_t m[TRANSCRIPT_LEN];
   _Static_assert(crypto_auth_BYTES == RMX_WIRE_AUTH_PROOF_LEN, "HMAC-SHA-512-256 is 32 bytes");
   _Static_assert(crypto_auth_KEYBYTES == sizeof(ctx->auth_key), "the key is 32 bytes");
-  transcript(m, label, a);
-  crypto_auth(out, m, sizeof(m), ctx->auth_key);
+  crypto_auth(out, m, transcript(m, label, a), ctx->auth_key);
 }
 
 /* 0 when p is the proof for label over this connection's transcript. */
@@ -224,8 +235,7 @@ static int proof_check(rmx_ctx_t *ctx, const char *label, const rmx__auth_conn_t
                        const uint8_t *p)
 {
   uint8_t m[TRANSCRIPT_LEN];
-  transcript(m, label, a);
-  return crypto_auth_verify(p, m, sizeof(m), ctx->auth_key);
+  return crypto_auth_verify(p, m, transcript(m, label, a), ctx->auth_key);
 }
 
 static void nonce(uint8_t *out) { randombytes_buf(out, RMX_WIRE_AUTH_NONCE_LEN); }

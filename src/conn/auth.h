@@ -3,7 +3,8 @@
 #ifndef RMX_CONN_AUTH_H
 #define RMX_CONN_AUTH_H
 
-#define RMX_AUTH_HELLO_MAX RMX_WIRE_HELLO_AUTH_ACCEPT_LEN /* longest hello we send */
+/* The longest hello we send: the accepting side's, with its range. */
+#define RMX_AUTH_HELLO_MAX (RMX_WIRE_HELLO_AUTH_ACCEPT_LEN + RMX_WIRE_RANGE_LEN)
 /* RMX_AUTH_SECRET_FILE into cfg->auth_secret: 0 or RMX_EINVAL (logged). */
 int rmx__auth_config(rmx_config_t *cfg);
 /* Derive the key from ctx->cfg.auth_secret and wipe the copy: 0, RMX_EINVAL,

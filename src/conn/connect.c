@@ -11,84 +11,7 @@
 #include <string.h>
 
 #include "group.h"
-
-void rmx__hello_local(rmx_ctx_t *ctx, uint8_t out[RMX_WIRE_HELLO_LEN])
-{
-  rmx_wire_hello_t h = {
-    .magic = RMX_WIRE_MAGIC,
-    .version = RMX_WIRE_VERSION,
-    .eager_size = ctx->cfg.eager_size,
-    .rx_depth = ctx->cfg.rx_depth,
-    .max_msg = ctx->cfg.max_msg_size,
-    .silence_ms = rmx__alive_limit(&ctx->cfg),
-    .rma_window = ctx->cfg.rma_window,
-  };
-  rmx__wire_hello_encode(&h, out);
-}
-
-/* Decode and sanity-check a peer's hello; logs why it is refused: through
- * the context's refusal limiter for an incoming peer (rl), which may send
- * any number of them. */
-#define HELLO_LOG(ctx, rl, ...)                \
-  do {                                         \
-    if (rl)                                    \
-      RMX_LOG_LIMITED(ctx, rl, ERROR, __VA_ARGS__); \
-    else                                       \
-      RMX_LOG(ctx, ERROR, __VA_ARGS__);        \
-  } while (0)
-
-static int hello_check(rmx_ctx_t *ctx, rmx__ratelimit_t *rl, const char *who, const void *data,
-                       size_t len, unsigned flags, rmx_wire_hello_t *h)
-{
-  int rc = rmx__wire_hello_decode(data, len, h);
-  if (rc == RMX_EVERSION) {
-    HELLO_LOG(ctx, rl, "%s speaks rmx protocol version %u, this side speaks %u: refused", who,
-              h->version, RMX_WIRE_VERSION);
-    return rc;
-  }
-  if (rc) {
-    HELLO_LOG(ctx, rl, "%s sent a handshake that is not rmx's (%zu bytes): refused", who, len);
-    return rc;
-  }
-  if (h->eager_size < RMX_EAGER_MIN || h->eager_size > RMX_EAGER_MAX ||
-      h->rx_depth < RMX_DEPTH_MIN || h->rx_depth > RMX_DEPTH_MAX || h->max_msg == 0 ||
-      h->rma_window == 0 || h->rma_window > RMX_RMA_WINDOW_MAX ||
-      (h->silence_ms && h->silence_ms < RMX_SILENCE_MIN)) {
-    HELLO_LOG(ctx, rl, "%s announced impossible limits (eager %u B, depth %u, largest message "
-              "%llu B, remote window %u, silence limit %u ms): refused", who, h->eager_size,
-              h->rx_depth, (unsigned long long)h->max_msg, h->rma_window, h->silence_ms);
-    return RMX_EPROTO;
-  }
-  if (h->flags & ~flags) {
-    HELLO_LOG(ctx, rl, "%s set handshake flags 0x%x that this version does not know: refused",
-              who, h->flags);
-    return RMX_EPROTO;
-  }
-  return 0;
-}
-
-/* A rail's hello (RMX_HELLO_F_RAIL) carries the token its peer gave for it
- * on the connection it serves, after the nonce where AUTH is set: one the
- * context has on offer, or the hello is refused (src/rails.c). */
-static int rail_token(rmx_ctx_t *ctx, const char *who, const uint8_t *hello, size_t len,
-                      const rmx_wire_hello_t *h, uint64_t *token)
-{
-  size_t at = h->flags & RMX_HELLO_F_AUTH ? RMX_WIRE_HELLO_AUTH_CONNECT_LEN : RMX_WIRE_HELLO_LEN;
-  if (!(h->flags & RMX_HELLO_F_RAIL))
-    return 0;
-  if (len < at + RMX_WIRE_RAIL_TOKEN_LEN) {
-    RMX_LOG_LIMITED(ctx, &ctx->rl_refused, ERROR, "%s: a rail's hello without its token "
-                    "(%zu bytes): refused", who, len);
-    return RMX_EPROTO;
-  }
-  *token = rmx_get64(hello + at);
-  if (!*token || !ctx->up.rail_offered(ctx, *token)) {
-    RMX_LOG_LIMITED(ctx, &ctx->rl_refused, WARN, "%s: a rail whose token is on offer for no "
-                    "connection here: refused", who);
-    return RMX_EACCES;
-  }
-  return 0;
-}
+#include "hello.h"
 
 /* ---- transports ---- */
 
@@ -175,6 +98,7 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
   rmx_ctx_t *ctx = l->ctx;
   const rmx_tp_ops_t *ops = ctx->tp_ops[l->tpi];
   rmx_wire_hello_t h;
+  rmx__hello_terms_t t;
   uint8_t mine[RMX_AUTH_HELLO_MAX];
   size_t mlen = RMX_WIRE_HELLO_LEN;
   uint64_t token = 0;
@@ -218,9 +142,9 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
     return;
   }
   snprintf(who, sizeof(who), "incoming %s peer %s", ops->name, addr);
-  if ((rc = hello_check(ctx, &ctx->rl_refused, who, hello, len,
-                        RMX_HELLO_F_AUTH | RMX_HELLO_F_RAIL, &h)) != 0 ||
-      (rc = rail_token(ctx, who, hello, len, &h, &token)) != 0) {
+  if ((rc = rmx__hello_check(ctx, &ctx->rl_refused, who, hello, len,
+                        RMX_HELLO_F_AUTH | RMX_HELLO_F_RAIL, 0, &h, &t)) != 0 ||
+      (rc = rmx__hello_rail_token(ctx, who, hello, len, &h, &token)) != 0) {
     ops->reject(tc, rc);
     return;
   }
@@ -236,9 +160,20 @@ void rmx__tp_incoming(void *owner, rmx_tp_conn_t *tc, const void *hello, size_t 
   c->user_closed = 1;
   c->state = RMX_CS_ACCEPTING;
   rmx__msg_init(c, &h);
+  rmx__hello_terms_keep(c, &t);
   rmx__hello_local(ctx, mine);
-  if ((rc = rmx__auth_accept(c, l, hello, len, &h, mine, &mlen)) != 0 ||
-      (rc = ops->accept(tc, c, mine, mlen)) != 0) {
+  /* Our range goes after the proof, and the proof covers it where the
+   * peer sent one too. */
+  rmx__hello_range_local(c->auth.srange);
+  if (t.range) {
+    memcpy(c->auth.crange, t.range, RMX_WIRE_RANGE_LEN);
+    c->auth.ranged = 1;
+  }
+  if ((rc = rmx__auth_accept(c, l, hello, len, &h, mine, &mlen)) == 0) {
+    memcpy(mine + mlen, c->auth.srange, RMX_WIRE_RANGE_LEN);
+    mlen += RMX_WIRE_RANGE_LEN;
+  }
+  if (rc || (rc = ops->accept(tc, c, mine, mlen)) != 0) {
     ops->reject(tc, rc);
     rmx_list_del(&c->link);
     ctx->nconns--;
@@ -266,9 +201,14 @@ static void connect_start(rmx_conn_t *c, const struct sockaddr *sa)
   if (c->rail_token) /* before the nonce: the flag is part of what AUTH proves */
     rmx_put16(hello + 6, rmx_get16(hello + 6) | RMX_HELLO_F_RAIL);
   size_t hlen = rmx__auth_hello(c, hello);
-  if (c->rail_token) {
+  c->auth.ranged = 0;
+  if (c->rail_token) { /* a rail sends its token where the range would go */
     rmx_put64(hello + hlen, c->rail_token);
     hlen += RMX_WIRE_RAIL_TOKEN_LEN;
+  } else {
+    rmx__hello_range_local(c->auth.crange);
+    memcpy(hello + hlen, c->auth.crange, RMX_WIRE_RANGE_LEN);
+    hlen += RMX_WIRE_RANGE_LEN;
   }
   int rc = c->ops->connect(ctx->tp[c->tpi], sa, hello, hlen, c, &c->tc);
   if (rc) {
@@ -379,10 +319,11 @@ static void conn_addrs(rmx_conn_t *c)
   if (c->has_local_ss)
     rmx__sa_str((struct sockaddr *)&c->local_ss, la, sizeof(la));
   if (c->passive)
-    rmx__log(RMX_LOG_INFO, "%s peer %s: accepted on %s", c->ops->name, c->peer, la);
+    rmx__log(RMX_LOG_INFO, "%s peer %s: accepted on %s, protocol version %u", c->ops->name,
+             c->peer, la, c->wire_version);
   else
-    rmx__log(RMX_LOG_INFO, "%s peer %s: connected (%s from %s)%s", c->ops->name, c->peer, pa,
-             la, c->recon.attempt ? " again" : "");
+    rmx__log(RMX_LOG_INFO, "%s peer %s: connected (%s from %s)%s, protocol version %u",
+             c->ops->name, c->peer, pa, la, c->recon.attempt ? " again" : "", c->wire_version);
 }
 
 int rmx_conn_peer_addr(const rmx_conn_t *c, struct sockaddr_storage *out)
@@ -458,16 +399,28 @@ void rmx__conn_ready(rmx_conn_t *c)
 void rmx__conn_established(rmx_conn_t *c, const rmx_tp_ev_t *ev)
 {
   rmx_wire_hello_t h;
+  rmx__hello_terms_t t;
   int rc;
 
   if (c->state == RMX_CS_CONNECTING) {
     char who[320];
     snprintf(who, sizeof(who), "%s server %s", c->ops->name, c->peer);
-    if ((rc = hello_check(c->ctx, NULL, who, ev->data, ev->len, RMX_HELLO_F_AUTH, &h)) != 0 ||
-        (rc = rmx__auth_check_server(c, &h, ev->data, ev->len)) < 0) {
+    if ((rc = rmx__hello_check(c->ctx, NULL, who, ev->data, ev->len, RMX_HELLO_F_AUTH, 1, &h,
+                               &t)) != 0) {
       rmx__conn_down(c, rc);
       return;
     }
+    /* The transcript covers both ranges only when both were sent: a rail
+     * sent none. */
+    if (t.range && !c->rail_token) {
+      memcpy(c->auth.srange, t.range, RMX_WIRE_RANGE_LEN);
+      c->auth.ranged = 1;
+    }
+    if ((rc = rmx__auth_check_server(c, &h, ev->data, ev->len)) < 0) {
+      rmx__conn_down(c, rc);
+      return;
+    }
+    rmx__hello_terms_keep(c, &t);
     rmx__msg_init(c, &h);
   } else if (c->state != RMX_CS_ACCEPTING) {
     return;

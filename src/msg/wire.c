@@ -24,7 +24,7 @@ int rmx__wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
     return RMX_EPROTO;
   h->magic = rmx_get32(p);
   h->version = rmx_get16(p + 4);
-  if (h->version != RMX_WIRE_VERSION)
+  if (h->version > RMX_WIRE_VERSION)
     return RMX_EVERSION;
   if (len < RMX_WIRE_HELLO_LEN)
     return RMX_EPROTO;
@@ -34,6 +34,42 @@ int rmx__wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h)
   h->max_msg = rmx_get64(p + 16);
   h->silence_ms = rmx_get32(p + 24);
   h->rma_window = rmx_get32(p + 28);
+  return 0;
+}
+
+void rmx__wire_range_encode(const rmx_wire_range_t *r, uint8_t out[RMX_WIRE_RANGE_LEN])
+{
+  rmx_put16(out + 0, RMX_WIRE_RANGE_TAG);
+  rmx_put16(out + 2, r->highest);
+  rmx_put32(out + 4, r->features);
+}
+
+int rmx__wire_range_decode(const void *buf, size_t len, rmx_wire_range_t *r)
+{
+  const uint8_t *p = buf;
+  if (len < RMX_WIRE_RANGE_LEN || rmx_get16(p) != RMX_WIRE_RANGE_TAG)
+    return 0;
+  r->highest = rmx_get16(p + 2);
+  r->features = rmx_get32(p + 4);
+  return 1;
+}
+
+/* What a peer of a version before 5 (no range) has: version 4 brought
+ * notifications; rails came with 4 too. */
+static uint32_t features_of(uint16_t version)
+{
+  return version >= 4 ? RMX_FEAT_NOTIFY | RMX_FEAT_RAILS : 0;
+}
+
+int rmx__wire_version_agree(uint16_t peer_lowest, const rmx_wire_range_t *peer, uint16_t *version,
+                            uint32_t *features)
+{
+  uint16_t high = peer && peer->highest > peer_lowest ? peer->highest : peer_lowest;
+  uint16_t v = high < RMX_WIRE_VERSION ? high : RMX_WIRE_VERSION;
+  if (v < peer_lowest || v < RMX_WIRE_VERSION_MIN)
+    return RMX_EVERSION;
+  *version = v;
+  *features = RMX_FEAT_ALL & (peer ? peer->features : features_of(v));
   return 0;
 }
 

@@ -12,9 +12,11 @@
 #include "base/bytes.h"
 
 #define RMX_WIRE_MAGIC 0x31584d52u /* "RMX1" read as little-endian */
-#define RMX_WIRE_VERSION 4 /* 2: the hello announces a silence limit (keepalive); 3: TCP
-                             * carries a frame's header in the stream frame's; 4: DATA
-                             * frames may carry RMX_FF_NOTIFY */
+#define RMX_WIRE_VERSION 5 /* the highest this build speaks. 2: the hello announces a
+                             * silence limit (keepalive); 3: TCP carries a frame's header
+                             * in the stream frame's; 4: DATA frames may carry
+                             * RMX_FF_NOTIFY; 5: the hello carries a version range */
+#define RMX_WIRE_VERSION_MIN 4 /* the lowest: what the hello's version field says */
 #define RMX_WIRE_HELLO_LEN 32
 #define RMX_WIRE_HDR_LEN 8
 
@@ -104,8 +106,32 @@ typedef struct rmx_frame {
 #define RMX_WIRE_CTRL_MAX (RMX_WIRE_HDR_LEN + RMX_WIRE_RTS_LEN + RMX_WIRE_RPC_LEN)
 
 void rmx__wire_hello_encode(const rmx_wire_hello_t *h, uint8_t out[RMX_WIRE_HELLO_LEN]);
-/* 0, RMX_EPROTO (short or not rmx), RMX_EVERSION (rmx, other version). */
+/* 0, RMX_EPROTO (short or not rmx), RMX_EVERSION (rmx, a lowest version
+ * above this build's highest: nothing in common). */
 int rmx__wire_hello_decode(const void *buf, size_t len, rmx_wire_hello_t *h);
+
+/* The range extension (version 5 on): 8 bytes after the hello and what
+ * authentication appends to it (nonce; the accepting side's proof), never
+ * on a rail's hello (its token sits there). A peer without one, or with
+ * zeros there (rdma_cm pads private data), speaks its version field only,
+ * with that version's features. */
+#define RMX_WIRE_RANGE_LEN 8
+#define RMX_WIRE_RANGE_TAG 0x6772u /* "rg" read as little-endian */
+enum { RMX_FEAT_NOTIFY = 1, RMX_FEAT_RAILS = 2 };
+#define RMX_FEAT_ALL (RMX_FEAT_NOTIFY | RMX_FEAT_RAILS) /* what this build has */
+typedef struct rmx_wire_range {
+  uint16_t highest;  /* the highest version the sender speaks */
+  uint32_t features; /* RMX_FEAT_* the sender has */
+} rmx_wire_range_t;
+
+void rmx__wire_range_encode(const rmx_wire_range_t *r, uint8_t out[RMX_WIRE_RANGE_LEN]);
+/* 1 and *r when len bytes at p hold a range; 0 when they hold none. */
+int rmx__wire_range_decode(const void *p, size_t len, rmx_wire_range_t *r);
+/* The version two sides agree on: the highest both speak, from the peer's
+ * hello version field (its lowest) and its range (NULL: none sent), and the
+ * features both have. 0, or RMX_EVERSION when the ranges do not meet. */
+int rmx__wire_version_agree(uint16_t peer_lowest, const rmx_wire_range_t *peer, uint16_t *version,
+                            uint32_t *features);
 
 /* Writes the 8-byte header; returns its length. */
 size_t rmx__wire_hdr_encode(uint8_t *out, uint8_t type, uint16_t credits, uint32_t body_len);

@@ -71,6 +71,9 @@ int main(int argc, char **argv)
     cmocka_unit_test_setup_teardown(data_before_auth_ok_is_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(server_hello_without_proof_is_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(replayed_server_hello_is_refused, setup, teardown),
+    cmocka_unit_test_setup_teardown(ranges_pass_through_a_relay, setup, teardown),
+    cmocka_unit_test_setup_teardown(a_stripped_range_is_a_version_4_peer, setup, teardown),
+    cmocka_unit_test_setup_teardown(a_stripped_range_fails_authentication, setup, teardown),
   };
   int rc = cmocka_run_group_tests_name(scheme, api, NULL, NULL);
   if (strcmp(scheme, "tcp") == 0)

@@ -131,6 +131,9 @@ void proof(const uint8_t k[32], const char *who, const uint8_t *c, const uint8_t
 
 /* ---- the cases ---- */
 
+void ranges_pass_through_a_relay(void **state); /* auth_versions.c */
+void a_stripped_range_is_a_version_4_peer(void **state);
+void a_stripped_range_fails_authentication(void **state);
 void same_secret_connects_and_carries_messages_and_rpc(void **state); /* auth_api.c */
 void different_secrets_are_refused(void **state);
 void secret_on_server_only_is_refused(void **state);

@@ -36,7 +36,7 @@ static int srv_handshake(raw_t *r, uint8_t *s, uint8_t *c, uint8_t *ack, size_t 
   RCHECK(r, r->fd >= 0, "accept");
   set_rcvtimeo(r->fd, 10000);
   RCHECK(r, rd_tframe(r->fd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_HELLO &&
-                blen == C_HELLO_LEN && (g16(body + 6) & 1), "client HELLO: kind %u, %u bytes",
+                blen >= C_HELLO_LEN && (g16(body + 6) & 1), "client HELLO: kind %u, %u bytes",
          kind, blen);
   memcpy(c, body, C_HELLO_LEN);
   auth_hello(s, 1);

@@ -219,19 +219,31 @@ static void other_version_is_refused(void **state)
   assert_int_equal(W.accepted, 0);
 }
 
-static int handshake(world_t *w, int fd)
+/* Read exactly len bytes: 0, or -1 at EOF or error. */
+static int read_all(int fd, uint8_t *p, size_t len)
 {
-  uint8_t h[RMX_WIRE_HELLO_LEN], r[8 + RMX_WIRE_HELLO_LEN];
-  hello(h, RMX_WIRE_VERSION);
-  tf(fd, TF_HELLO, h, sizeof(h));
-  size_t got = 0;
-  while (got < sizeof(r)) {
-    ssize_t n = read(fd, r + got, sizeof(r) - got);
+  for (size_t got = 0; got < len;) {
+    ssize_t n = read(fd, p + got, len - got);
     if (n <= 0)
       return -1;
     got += (size_t)n;
   }
-  return r[4] == TF_HELLO_ACK ? 0 : -1;
+  return 0;
+}
+
+/* A version-4 hello (no range); the answer is read by its length, which
+ * grows with what the server appends (its range). */
+static int handshake(world_t *w, int fd)
+{
+  uint8_t h[RMX_WIRE_HELLO_LEN], r[8], body[256];
+  hello(h, RMX_WIRE_VERSION_MIN);
+  tf(fd, TF_HELLO, h, sizeof(h));
+  if (read_all(fd, r, sizeof(r)) != 0 || r[4] != TF_HELLO_ACK)
+    return -1;
+  uint32_t blen = rmx_get32(r);
+  if (blen < RMX_WIRE_HELLO_LEN || blen > sizeof(body) || read_all(fd, body, blen) != 0)
+    return -1;
+  return rmx_get16(body + 4) == RMX_WIRE_VERSION_MIN ? 0 : -1;
 }
 
 static int s_huge_frame(world_t *w, int fd)

@@ -38,6 +38,51 @@ static void hello_rejects_strangers(void **state)
   assert_int_equal(rmx__wire_hello_decode("GET / HTTP/1.1\r\n", 16, &out), RMX_EPROTO);
 }
 
+/* docs/protocol.md, "Versions and features". */
+static void versions_agree_on_the_highest_common(void **state)
+{
+  uint16_t v;
+  uint32_t f;
+  rmx_wire_range_t r = {.highest = RMX_WIRE_VERSION, .features = RMX_FEAT_NOTIFY}, back;
+  uint8_t buf[RMX_WIRE_RANGE_LEN], zeros[RMX_WIRE_RANGE_LEN] = {0};
+  rmx__wire_range_encode(&r, buf);
+  assert_int_equal(rmx__wire_range_decode(buf, sizeof(buf), &back), 1);
+  assert_int_equal(back.highest, RMX_WIRE_VERSION);
+  assert_int_equal(back.features, RMX_FEAT_NOTIFY);
+  /* absent: rdma_cm's zero padding, or too short */
+  assert_int_equal(rmx__wire_range_decode(zeros, sizeof(zeros), &back), 0);
+  assert_int_equal(rmx__wire_range_decode(buf, sizeof(buf) - 1, &back), 0);
+  /* a version-4 peer (no range): 4, with version 4's features */
+  assert_int_equal(rmx__wire_version_agree(4, NULL, &v, &f), 0);
+  assert_int_equal(v, 4);
+  assert_int_equal(f, RMX_FEAT_NOTIFY | RMX_FEAT_RAILS);
+  /* this build's own range: its highest, and the features both have */
+  assert_int_equal(rmx__wire_version_agree(RMX_WIRE_VERSION_MIN, &r, &v, &f), 0);
+  assert_int_equal(v, RMX_WIRE_VERSION);
+  assert_int_equal(f, RMX_FEAT_NOTIFY);
+  /* a later build: our highest, none of the features we do not know */
+  r = (rmx_wire_range_t){.highest = RMX_WIRE_VERSION + 3, .features = 0xffffffffu};
+  assert_int_equal(rmx__wire_version_agree(RMX_WIRE_VERSION, &r, &v, &f), 0);
+  assert_int_equal(v, RMX_WIRE_VERSION);
+  assert_int_equal(f, RMX_FEAT_ALL);
+  /* an earlier lowest whose range reaches ours */
+  r.highest = RMX_WIRE_VERSION_MIN;
+  assert_int_equal(rmx__wire_version_agree(RMX_WIRE_VERSION_MIN - 1, &r, &v, &f), 0);
+  assert_int_equal(v, RMX_WIRE_VERSION_MIN);
+  /* ranges that do not meet, from below */
+  assert_int_equal(rmx__wire_version_agree(RMX_WIRE_VERSION_MIN - 1, NULL, &v, &f), RMX_EVERSION);
+  r.highest = RMX_WIRE_VERSION_MIN - 1;
+  assert_int_equal(rmx__wire_version_agree(RMX_WIRE_VERSION_MIN - 2, &r, &v, &f), RMX_EVERSION);
+  /* and from above: the decoder refuses a lowest past our highest */
+  rmx_wire_hello_t h = {.magic = RMX_WIRE_MAGIC, .version = RMX_WIRE_VERSION}, out;
+  uint8_t hb[RMX_WIRE_HELLO_LEN];
+  rmx__wire_hello_encode(&h, hb);
+  assert_int_equal(rmx__wire_hello_decode(hb, sizeof(hb), &out), 0);
+  h.version = RMX_WIRE_VERSION + 1;
+  rmx__wire_hello_encode(&h, hb);
+  assert_int_equal(rmx__wire_hello_decode(hb, sizeof(hb), &out), RMX_EVERSION);
+}
+
 static void frames_round_trip(void **state)
 {
   uint8_t buf[64];
@@ -105,6 +150,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(hello_round_trip),
     cmocka_unit_test(hello_rejects_strangers),
+    cmocka_unit_test(versions_agree_on_the_highest_common),
     cmocka_unit_test(frames_round_trip),
     cmocka_unit_test(frames_reject_malformed),
   };
