@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 Buffer = Any  # any object of the buffer protocol (bytes, bytearray, memoryview, numpy, mmap)
 _CBS = reg.conn_cbs()
+_COPIED = lib.RMX_EAGER_MSG_MIN  # sends up to this size need no wait for rmx
 _CONNECTING, _OPEN, _DOWN, _CLOSING, _CLOSED = range(5)
 
 
@@ -140,9 +141,21 @@ class Connection:
         (its buffer stays exported, so a bytearray cannot be resized) until
         the send completes, whether or not the awaiting task is cancelled.
         Raises RmxError when the send fails; cancelling the await does not
-        cancel the send."""
+        cancel the send. A message of up to RMX_EAGER_MSG_MIN (248) bytes is
+        copied at once and the await ends without waiting for the loop; a
+        failure after that is the connection's (recv() raises it)."""
         c = self._usable("send")
         n, ptr, keep = reg.buffer_of(data)
+        if n <= _COPIED:  # copied before rmx_send returns: nothing is borrowed
+            rc = lib.rmx_send(c, ptr, n, ffi.NULL, ffi.NULL)
+            if keep is not None:
+                ffi.release(keep)
+            if rc < 0:
+                raise make_error(rc, "send")
+            if self._ctx._flush():
+                return
+            await asyncio.sleep(0)  # many in a row: the loop's turn first
+            return
         op = reg.Op(self._ctx, "send", keep)
         rc = lib.rmx_send(c, ptr, n, lib._py_on_sent, reg.as_arg(op.tok))
         if rc < 0:
