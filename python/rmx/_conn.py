@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 Buffer = Any  # any object of the buffer protocol (bytes, bytearray, memoryview, numpy, mmap)
 _CBS = reg.conn_cbs()
+_COPIED = lib.RMX_EAGER_MSG_MIN  # sends up to this size need no wait for rmx
 _CONNECTING, _OPEN, _DOWN, _CLOSING, _CLOSED = range(5)
 
 
@@ -43,6 +44,10 @@ async def _sent(fut: asyncio.Future) -> None:
     """What Connection.send returns once the send has started: a coroutine,
     so that asyncio.create_task() takes it like any other."""
     await fut
+
+
+async def _done() -> None:
+    """What Connection.send returns for a small message already handed on."""
 
 
 def _closed_error(what: str, status: int = 0) -> RmxError:
@@ -162,14 +167,26 @@ class Connection:
     def send(self, data: Buffer) -> Awaitable[None]:
         """Send one message (0 bytes up to max_msg_size); await the result to
         wait until rmx is done with ``data``. The send starts in the call,
-        not at the await: a small message is copied then, and a large one
-        goes zero-copy: ``data`` is borrowed (its buffer stays exported, so a
-        bytearray cannot be resized) until the send completes, whether or
-        not the awaiting task is cancelled. A refused send (a closed
-        connection, a bad size) raises in the call; a failure later raises at
-        the await. Cancelling the await does not cancel the send."""
+        not at the await. A message of up to RMX_EAGER_MSG_MIN (248) bytes
+        is copied in the call and its await ends without waiting for the
+        loop; a failure after that is the connection's (recv() raises it). A
+        larger one goes zero-copy: ``data`` is borrowed (its buffer stays
+        exported, so a bytearray cannot be resized) until the send
+        completes, whether or not the awaiting task is cancelled, and a
+        failure raises at the await. A refused send (a closed connection, a
+        bad size) raises in the call. Cancelling the await does not cancel
+        the send."""
         c = self._usable("send")
         n, ptr, keep = reg.buffer_of(data)
+        if n <= _COPIED:  # copied before rmx_send returns: nothing is borrowed
+            rc = lib.rmx_send(c, ptr, n, ffi.NULL, ffi.NULL)
+            if keep is not None:
+                ffi.release(keep)
+            if rc < 0:
+                raise make_error(rc, "send")
+            if self._ctx._flush():
+                return _done()
+            return asyncio.sleep(0)  # many in a row: the loop's turn first
         op = reg.Op(self._ctx, "send", keep)
         rc = lib.rmx_send(c, ptr, n, lib._py_on_sent, reg.as_arg(op.tok))
         if rc < 0:

@@ -14,6 +14,7 @@ from ._rmx_cffi import ffi, lib
 from .errors import RmxError, RmxThreadError, check, make_error
 
 RpcHandler = Callable[[bytes], Union[Buffer, Awaitable[Buffer]]]
+_BURST = 64  # small sends in a row without giving the loop a turn
 _PROGRESS = {"event": "RMX_PROGRESS_EVENT", "poll": "RMX_PROGRESS_POLL",
              "adaptive": "RMX_PROGRESS_ADAPTIVE"}
 
@@ -91,8 +92,9 @@ class Context:
         self._notify_conns: Set[Connection] = set()
         self._nbuf = ffi.new("char[]", max(256, cfg.eager_size))
         self._ops = 0
+        self._burst = 0  # small sends flushed since the loop last had control
         self._closing: Optional[asyncio.Future] = None
-        self._loop.add_reader(self._fd, self._progress)
+        self._loop.add_reader(self._fd, self._on_turn)
         self._kick()
 
     # -- driving rmx from the loop -------------------------------------
@@ -102,24 +104,41 @@ class Context:
         rc = lib.rmx_ctx_progress(self._ctx)
         if rc < 0:
             reg.report(make_error(rc, "rmx_ctx_progress"), "rmx progress failed")
-        for conn in list(self._notify_conns):
-            conn._poll_notifications()
+        if self._notify_conns:
+            for conn in list(self._notify_conns):
+                conn._poll_notifications()
         if self._ctx is not None:
             self._rearm()
 
+    def _on_turn(self) -> None:
+        """Progress from the loop (the wait-fd, a call_soon, the timer)."""
+        self._burst = 0
+        self._progress()
+
     def _on_soon(self) -> None:
         self._soon = None
-        self._progress()
+        self._on_turn()
 
     def _on_timer(self) -> None:
         self._timer = None
-        self._progress()
+        self._on_turn()
 
     def _kick(self) -> None:
         """Progress at the loop's next turn: calls made outside progress are
         handed to the socket or device there (several in one write)."""
         if self._soon is None and self._ctx is not None:
             self._soon = self._loop.call_soon(self._on_soon)
+
+    def _flush(self) -> bool:
+        """After a small send: hand it to the socket now when no progress is
+        already due this turn (one write and no turn of the loop in between,
+        as a stream's write), else with the rest at the end of the turn.
+        False once this many have gone out since the loop last ran: the
+        caller then waits for the loop, so a sending loop cannot starve it."""
+        self._burst += 1
+        if self._soon is None:
+            self._progress()
+        return self._burst < _BURST
 
     def _rearm(self) -> None:
         ms = lib.rmx_ctx_timeout(self._ctx)
@@ -134,7 +153,10 @@ class Context:
             self._timer = self._loop.call_at(when, self._on_timer)
 
     def _check(self) -> None:
-        if threading.get_ident() != self._thread:
+        tid = threading.get_ident()
+        if getattr(self._loop, "_thread_id", None) == tid and self._ctx is not None:
+            return  # this thread is running our loop: the common case, checked cheaply
+        if tid != self._thread:
             raise RmxThreadError("an rmx context belongs to the thread of its event loop; "
                                  "it was used from another thread")
         running = asyncio._get_running_loop()
