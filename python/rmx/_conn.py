@@ -431,8 +431,12 @@ class Listener:
             reg.release(self._tok)
             raise _uri_error(rc, f"listen {uri}")
         self._l = lp[0]
-        buf = ffi.new("char[128]")
-        lib.rmx_listener_uri(self._l, buf, 128)
+        buf = ffi.new("char[128]")  # always enough (rmx.h)
+        rc = lib.rmx_listener_uri(self._l, buf, 128)
+        if rc < 0:  # the transport cannot say where it listens: not a listener to hand out
+            lib.rmx_listener_close(self._l)
+            reg.release(self._tok)
+            raise make_error(rc, f"listen {uri}")
         self.uri: str = ffi.string(buf).decode()
         ctx._listeners.add(self)
         ctx._kick()
