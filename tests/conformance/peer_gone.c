@@ -18,9 +18,13 @@
  * none with RMX_EACCES (the peer withdrew its keys as part of going away,
  * which is not a key the initiator got wrong) and none that fails naming
  * an entry. And a key the target revoked on a live connection still fails
- * with RMX_EACCES (on RDMA the refusal ends the connection with it).
+ * with RMX_EACCES (on RDMA the refusal ends the connection with it). And a
+ * target that bans an address at its first strike (RMX_GUARD_STRIKES=1)
+ * and closes under the requests takes no strike from what it refused after
+ * its close: the initiator connects to it again (close_no_strike).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,14 +131,17 @@ static int target_main(void)
     rmx_mem_dereg(T.mem);
     if (rmx_ctx_destroy(T.ctx)) /* runs the loop until everything is closed */
       FAIL("target: destroy");
-  } else {
-    while (!T.closed)
-      if (rmx_ctx_progress(T.ctx) < 0)
-        FAIL("target: progress");
+    char b;
+    while (read(0, &b, 1) > 0) /* stay until the initiator is done */
+      ;
+    return 0;
   }
-  char b;
-  while (read(0, &b, 1) > 0) /* stay until the initiator is done */
-    ;
+  /* Closed: still listening (a connection again must be welcome) until the
+   * initiator is done. */
+  struct pollfd in = {.fd = 0, .events = POLLIN};
+  while (poll(&in, 1, 0) == 0 || !in.revents)
+    if (rmx_ctx_progress(T.ctx) < 0)
+      FAIL("target: progress");
   return 0;
 }
 
@@ -155,7 +162,8 @@ static struct {
   uint8_t *local;
   slot_t xs[NX], ops[NOP];
   int connected, disconnects, last_disconnect, closed, done, failed, stop;
-  char msg[16];
+  int strict; /* the target bans an address at its first strike */
+  char msg[16], uri[128];
   pid_t pid;
   int to_child;
 } I;
@@ -260,11 +268,12 @@ static void say(const char *word)
 }
 
 /* Start a target, connect, take its key, prepare the requests. */
-static void start(char **argv)
+static void start(char **argv, int strict)
 {
   int up[2], down[2];
   char uri[128];
   memset(&I, 0, sizeof(I));
+  I.strict = strict;
   if (pipe(up) || pipe(down))
     FAIL("pipe");
   if ((I.pid = fork()) == 0) {
@@ -272,6 +281,8 @@ static void start(char **argv)
     dup2(down[0], 0);
     close(up[0]);
     close(down[1]);
+    if (strict)
+      setenv("RMX_GUARD_STRIKES", "1", 1);
     execl("/proc/self/exe", argv[0], scheme, "--target", (char *)NULL);
     _exit(127);
   }
@@ -284,6 +295,7 @@ static void start(char **argv)
     FAIL("the target gave no URI");
   fclose(f);
   uri[strcspn(uri, "\n")] = 0;
+  snprintf(I.uri, sizeof(I.uri), "%s", uri);
   I.local = calloc(1, (size_t)NX * NE * EB + (size_t)NOP * OPB);
   if (!I.local || rmx_ctx_create(&I.ctx, NULL, NULL) ||
       rmx_mem_reg(I.ctx, I.local, (size_t)NX * NE * EB + (size_t)NOP * OPB, RMX_MEM_LOCAL, &I.lmem))
@@ -354,9 +366,9 @@ static int slot_faults(const char *what)
 }
 
 /* The peer closes, destroys or dies while everything is in flight. */
-static void peer_goes(char **argv, const char *word, int want)
+static void peer_goes(char **argv, const char *word, int want, int strict)
 {
-  start(argv);
+  start(argv, strict);
   for (int i = 0; i < NX; i++)
     op_post(&I.xs[i]);
   for (int i = 0; i < NOP; i++)
@@ -373,6 +385,19 @@ static void peer_goes(char **argv, const char *word, int want)
   end = now_ms() + 200; /* nothing fires twice */
   while (now_ms() < end)
     rmx_ctx_progress(I.ctx);
+  if (strict) { /* what it refused after its own close struck nobody */
+    rmx_conn_t *again;
+    if (rmx_conn_close(I.c, i_closed, NULL))
+      FAIL("close");
+    progress_until(I.ctx, &I.closed, NULL, 1, 60);
+    I.closed = I.connected = 0;
+    if (rmx_connect(I.ctx, I.uri, i_connected, NULL, &again))
+      FAIL("connect again");
+    I.c = again;
+    progress_until(I.ctx, &I.connected, NULL, 1, 60);
+    finish(); /* the close itself is the plain case's */
+    return;
+  }
   int bad = slot_faults(word);
   if (I.disconnects != 1)
     FAIL("%s: %d disconnects", word, I.disconnects);
@@ -389,14 +414,17 @@ static void peer_goes(char **argv, const char *word, int want)
 }
 
 static char **args;
-static void case_close(void) { peer_goes(args, "close", 0); }
-static void case_destroy(void) { peer_goes(args, "destroy", 0); }
-static void case_kill(void) { peer_goes(args, "kill", RMX_ECONNRESET); }
+static void case_close(void) { peer_goes(args, "close", 0, 0); }
+static void case_destroy(void) { peer_goes(args, "destroy", 0, 0); }
+static void case_kill(void) { peer_goes(args, "kill", RMX_ECONNRESET, 0); }
+/* A target that bans at the first strike, closing under the requests, is
+ * welcome to connect to again: its own close is nobody's strike. */
+static void case_close_no_strike(void) { peer_goes(args, "close", 0, 1); }
 
 /* A key revoked on a live connection is a bad key: RMX_EACCES. */
 static void case_bad_key(void)
 {
-  start(args);
+  start(args, 0);
   say("revoke");
   uint64_t end = now_ms() + 60000;
   while (strcmp(I.msg, "revoked") && now_ms() < end)
@@ -423,7 +451,7 @@ int main(int argc, char **argv)
 {
   static const struct { const char *name; void (*fn)(void); } cases[] = {
     {"close", case_close}, {"destroy", case_destroy}, {"kill", case_kill},
-    {"bad_key", case_bad_key},
+    {"bad_key", case_bad_key}, {"close_no_strike", case_close_no_strike},
   };
   if (argc < 2)
     FAIL("usage: rmx-peer-gone tcp|rdma [filter]");
