@@ -127,12 +127,15 @@ static int ring_has(const uint64_t *ring, uint32_t n, uint32_t cap, uint64_t key
 }
 
 /* The transports' strike (rmx_tp_env_t): the connection's peer address,
- * unless key is stale there or struck already. */
+ * unless key is stale there or struck already, or this side closed the
+ * connection: its keys ended at rmx_conn_close, so what the peer still had
+ * in flight against them is stale, however the transport reports it (a
+ * verbs QP's access error names no key). */
 void rmx__tp_strike(void *owner, const uint64_t *key)
 {
   rmx_conn_t *c = owner;
   struct sockaddr_storage ss;
-  if (!c)
+  if (!c || c->user_closed)
     return;
   if (key) {
     rmx__guard_conn_t *g = &c->guard;
