@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "fuzz_core.h"
+#include "conn/hello.h"
 
 #define QMAX 16 /* fake send queue: past it, RMX_EAGAIN */
 #define RMAX 64

@@ -36,6 +36,7 @@
 
 #include "fuzz.h"
 #include "rmx_int.h"
+#include "conn/hello.h"
 
 
 enum { TF_HELLO = 1, TF_FRAME = 16 };

@@ -13,6 +13,7 @@
 
 #include "fuzz.h"
 #include "rmx_int.h"
+#include "conn/hello.h"
 
 
 static const char *root;
@@ -130,9 +131,12 @@ static void hello_bytes(uint8_t out[RMX_WIRE_HELLO_LEN], uint16_t version, uint3
 static void hellos(void)
 {
   uint8_t h[RMX_WIRE_HELLO_LEN + 8] = {0};
-  hello_bytes(h, RMX_WIRE_VERSION, 8192, 64);
+  hello_bytes(h, RMX_WIRE_VERSION_MIN, 8192, 64);
   seed("fuzz_hello", "valid", h, RMX_WIRE_HELLO_LEN);
   seed("fuzz_hello", "longer", h, sizeof(h));
+  rmx__hello_range_local(h + RMX_WIRE_HELLO_LEN); /* the range after it (version 5) */
+  seed("fuzz_hello", "ranged", h, sizeof(h));
+  memset(h + RMX_WIRE_HELLO_LEN, 0, 8);
   seed("fuzz_hello", "short", h, RMX_WIRE_HELLO_LEN - 1);
   seed("fuzz_hello", "magic-version-only", h, 6);
   hello_bytes(h, RMX_WIRE_VERSION + 1, 8192, 64);
