@@ -67,11 +67,25 @@ static void splice_both(int a, int b)
   }
 }
 
-/* r->port: the server's. r->mode: what to strip. */
-static int relay(raw_t *r)
+/* Carry one hello of this kind from one socket to the other: it must hold
+ * a range 4 .. 5 (server: the accepting side's), which strip cuts off. */
+static int pass_hello(raw_t *r, int from, int to, uint8_t want, int server, int strip)
 {
   uint8_t kind, body[256], buf[300];
   uint32_t blen;
+  RCHECK(r, rd_tframe(from, &kind, body, &blen, sizeof(body)) == 0 && kind == want,
+         "%s hello: kind %u", server ? "server" : "client", kind);
+  RCHECK(r, ranged(body, blen, server), "the %s's hello (%u bytes) carries no range 4 .. 5",
+         server ? "server" : "client", blen);
+  if (strip)
+    blen = (uint32_t)range_off(body, server);
+  RCHECK(r, wr_all(to, buf, tframe(buf, want, body, blen)) == 0, "write the hello");
+  return 0;
+}
+
+/* r->port: the server's. r->mode: what to strip. */
+static int relay(raw_t *r)
+{
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->port)};
   inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
   int cfd = accept(r->lfd, NULL, NULL), sfd = tcp_socket();
@@ -80,21 +94,13 @@ static int relay(raw_t *r)
   RCHECK(r, connect(sfd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect to the server");
   set_rcvtimeo(cfd, 10000);
   set_rcvtimeo(sfd, 10000);
-  RCHECK(r, rd_tframe(cfd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_HELLO,
-         "client HELLO: kind %u", kind);
-  RCHECK(r, ranged(body, blen, 0), "the client's hello (%u bytes) carries no range 4 .. 5", blen);
-  if (r->mode & STRIP_CLIENT)
-    blen = (uint32_t)range_off(body, 0);
-  RCHECK(r, wr_all(sfd, buf, tframe(buf, K_HELLO, body, blen)) == 0, "write HELLO");
-  RCHECK(r, rd_tframe(sfd, &kind, body, &blen, sizeof(body)) == 0 && kind == K_HELLO_ACK,
-         "server HELLO_ACK: kind %u", kind);
-  RCHECK(r, ranged(body, blen, 1), "the server's hello (%u bytes) carries no range 4 .. 5", blen);
-  if (r->mode & STRIP_SERVER)
-    blen = (uint32_t)range_off(body, 1);
-  RCHECK(r, wr_all(cfd, buf, tframe(buf, K_HELLO_ACK, body, blen)) == 0, "write HELLO_ACK");
-  splice_both(cfd, sfd);
+  int rc = pass_hello(r, cfd, sfd, K_HELLO, 0, r->mode & STRIP_CLIENT);
+  if (!rc)
+    rc = pass_hello(r, sfd, cfd, K_HELLO_ACK, 1, r->mode & STRIP_SERVER);
+  if (!rc)
+    splice_both(cfd, sfd);
   close(sfd);
-  return 0;
+  return rc;
 }
 
 static void relay_case(const char *secret, int mode, int want)
