@@ -14,6 +14,7 @@
 #include "fuzz.h"
 #include "rmx_int.h"
 #include "conn/hello.h"
+#include "../../transport/shm/seg.h"
 
 
 static const char *root;
@@ -541,6 +542,35 @@ static void programs(void)
   xfer_programs();
 }
 
+/* fuzz_shm: a segment header that passes and one off by a page; a ring
+ * program that writes, peeks, copies and consumes across the end, then
+ * steps the head past the tail. */
+static void shm_seeds(void)
+{
+  buf_t b = {.n = 0};
+  put8(&b, 0);
+  put32(&b, RMX_SHM_MAGIC), put16(&b, RMX_SHM_VERSION), put16(&b, RMX_SHM_HDR);
+  put32(&b, RMX_SHM_RING_DEFAULT), put32(&b, 36864);
+  b.n += RMX_SHM_HDR - 16;
+  put32(&b, 36864);
+  seed("fuzz_shm", "header", b.p, b.n);
+  rmx_put32(b.p + b.n - 4, 36864 + 4096);
+  seed("fuzz_shm", "header-size", b.p, b.n);
+  b.n = 0;
+  put8(&b, 1);
+  put8(&b, 0), put16(&b, 4000), put8(&b, 50);     /* write */
+  put8(&b, 1);                                    /* peek */
+  put8(&b, 2), put16(&b, 3990), put16(&b, 20);    /* copy */
+  put8(&b, 3), put16(&b, 4000);                   /* consume */
+  put8(&b, 0), put16(&b, 200), put8(&b, 0);       /* write across the end */
+  put8(&b, 4), put16(&b, 300);                    /* read */
+  put8(&b, 5), put8(&b, 13);                      /* arm both ends */
+  seed("fuzz_shm", "ring", b.p, b.n);
+  put8(&b, 7), put32(&b, 5000);                   /* step the head */
+  put8(&b, 1);
+  seed("fuzz_shm", "ring-lapped", b.p, b.n);
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
@@ -563,6 +593,7 @@ int main(int argc, char **argv)
   streams();
   sessions();
   programs();
+  shm_seeds();
   uv_run(rmx_ctx_loop(ctx), UV_RUN_NOWAIT);
   rmx_ctx_destroy(ctx);
   return 0;
