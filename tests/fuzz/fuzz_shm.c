@@ -49,7 +49,7 @@ static uint32_t take(struct prog *p, int bytes)
 static void ring(const uint8_t *d, size_t n)
 {
   uint8_t *ctrl = aligned_alloc(RMX_SHM_LINE, RMX_SHM_RING_CTRL), *data = malloc(CAP);
-  static uint8_t src[2 * CAP], out[2 * CAP];
+  static uint8_t src[2 * CAP + 256], out[2 * CAP];
   rmx_shm_ring_t tx, rx;
   rmx__shm_ring_reset(ctrl);
   FUZZ_CHECK(rmx__shm_ring_init(&tx, ctrl, data, CAP, 1, -1) == 0);
