@@ -543,13 +543,12 @@ static void programs(void)
 }
 
 /* fuzz_shm: a segment header that passes and one off by a page; a ring
- * program that writes, peeks, copies and consumes across the end, then
- * steps the head past the tail. */
+ * program (write, peek, copy across the end, consume, write, read, arm
+ * both ends), then the same with the head stepped past the tail. */
 static void shm_seeds(void)
 {
   buf_t b = {.n = 0};
-  put8(&b, 0);
-  put32(&b, RMX_SHM_MAGIC), put16(&b, RMX_SHM_VERSION), put16(&b, RMX_SHM_HDR);
+  put8(&b, 0), put32(&b, RMX_SHM_MAGIC), put16(&b, RMX_SHM_VERSION), put16(&b, RMX_SHM_HDR);
   put32(&b, RMX_SHM_RING_DEFAULT), put32(&b, 36864);
   b.n += RMX_SHM_HDR - 16;
   put32(&b, 36864);
@@ -557,17 +556,11 @@ static void shm_seeds(void)
   rmx_put32(b.p + b.n - 4, 36864 + 4096);
   seed("fuzz_shm", "header-size", b.p, b.n);
   b.n = 0;
-  put8(&b, 1);
-  put8(&b, 0), put16(&b, 4000), put8(&b, 50);     /* write */
-  put8(&b, 1);                                    /* peek */
-  put8(&b, 2), put16(&b, 3990), put16(&b, 20);    /* copy */
-  put8(&b, 3), put16(&b, 4000);                   /* consume */
-  put8(&b, 0), put16(&b, 200), put8(&b, 0);       /* write across the end */
-  put8(&b, 4), put16(&b, 300);                    /* read */
-  put8(&b, 5), put8(&b, 13);                      /* arm both ends */
+  put8(&b, 1), put8(&b, 0), put16(&b, 4000), put8(&b, 50), put8(&b, 1);
+  put8(&b, 2), put16(&b, 3990), put16(&b, 20), put8(&b, 3), put16(&b, 4000);
+  put8(&b, 0), put16(&b, 200), put8(&b, 0), put8(&b, 4), put16(&b, 300), put8(&b, 5), put8(&b, 13);
   seed("fuzz_shm", "ring", b.p, b.n);
-  put8(&b, 7), put32(&b, 5000);                   /* step the head */
-  put8(&b, 1);
+  put8(&b, 7), put32(&b, 5000), put8(&b, 1);
   seed("fuzz_shm", "ring-lapped", b.p, b.n);
 }
 
