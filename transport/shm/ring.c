@@ -100,9 +100,10 @@ static int head_load(rmx_shm_ring_t *r)
  *   else sleep on the doorbell
  *
  * F_c and F_p are in the single total order of seq_cst operations. If F_c
- * comes first, the producer's load (after F_p) sees rd_armed = 1 (C11
- * 7.17.4: a store sequenced before one seq_cst fence is seen by a load
- * sequenced after a later one), and it rings. If F_p comes first, the
+ * comes first, the producer's load (after F_p) sees rd_armed = 1 (the
+ * memory model's rule for two seq_cst fences: a load sequenced after the
+ * later fence sees a store sequenced before the earlier one, or a later
+ * store to the same object), and it rings. If F_p comes first, the
  * consumer's load of head sees the new head, and it does not sleep. Either
  * way the bytes are noticed. Without the fences both loads could be
  * satisfied before the other side's store is visible (a store buffer does
