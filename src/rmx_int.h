@@ -503,7 +503,7 @@ void rmx__conn_ready(rmx_conn_t *c);
 void rmx__tp_event(void *conn, const rmx_tp_ev_t *ev);  /* src/conn/event.c */
 void rmx__tp_recv(void *conn, const void *data, size_t len);
 void rmx__tp_incoming(void *listener, rmx_tp_conn_t *tc, const void *hello, size_t len);
-void rmx__tp_strike(void *conn, const uint64_t *key);   /* src/conn/guard.c */
+int rmx__tp_strike(void *conn, const uint64_t *key);   /* src/conn/guard.c */
 
 #include "msg/alive.h" /* liveness, idle closes, RMX_EVICT_IDLE */
 

@@ -166,8 +166,10 @@ typedef struct rmx_tp_env {
    * is one the peer held on that connection and saw withdrawn, or one it
    * was struck for lately. Called from the event loop, at most once per
    * refused request; it returns at once and calls nothing of the transport
-   * but peer_addr. */
-  void (*strike)(void *conn_owner, const uint64_t *key);
+   * but peer_addr. Returns 1 when the refusal is the peer's doing (counted
+   * or not), 0 when this side had closed the connection already (its keys
+   * were ending: what the peer had in flight was refused for that). */
+  int (*strike)(void *conn_owner, const uint64_t *key);
 } rmx_tp_env_t;
 
 /* Log through the core's logger at the context's level. */

@@ -131,9 +131,14 @@ RMX_API int rmx_mem_pack(rmx_mem_t *m, void *blob, size_t *len);
  * call that makes a key; on TCP the target does.
  *
  * Packing again for the same connection gives the same key. The key works
- * until rmx_mem_revoke() for @p c, rmx_mem_dereg(), rmx_conn_close() of
- * @p c (at the call, not when the close completes) or the loss of @p c (a
- * reconnect needs a new key), whichever comes first. Send the blob on
+ * until rmx_mem_revoke() for @p c, rmx_mem_dereg(), the close of @p c or
+ * its loss (a reconnect needs a new key), whichever comes first. A close
+ * ends it once its BYE is out (on RDMA: acknowledged by the peer's device;
+ * at the latest at the close deadline, @c close_timeout_ms), not at the
+ * rmx_conn_close() call: reads and writes the peer has in flight until
+ * then are served, so the peer hears the close, not a refusal it would
+ * take for a bad key. rmx_mem_revoke() or rmx_mem_dereg() still ends it at
+ * once, also during the close. Send the blob on
  * @p c itself: on RDMA the window is bound by a request queued on @p c
  * ahead of anything sent after this call, while a key carried by another
  * path may reach the peer before the device has bound it (its access then
@@ -160,8 +165,8 @@ RMX_API int rmx_mem_pack_for(rmx_mem_t *m, rmx_conn_t *c, void *blob, size_t *le
  * @param m  the registration
  * @param c  the connection the key was packed for
  * @return 0, @ref RMX_EINVAL (a NULL argument), @ref RMX_ENOENT (no key
- *         of @p m for @p c: never packed, already revoked, or @p c ended,
- *         which revoked it)
+ *         of @p m for @p c: never packed, already revoked, or @p c ended
+ *         or finished its close, which revoked it)
  */
 RMX_API int rmx_mem_revoke(rmx_mem_t *m, rmx_conn_t *c);
 

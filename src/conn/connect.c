@@ -442,7 +442,10 @@ int rmx_conn_close(rmx_conn_t *c, rmx_close_cb on_closed, void *arg)
   c->user_closed = 1;
   c->on_closed = on_closed;
   c->close_arg = arg;
-  rmx__mem_conn_gone(c); /* keys for this peer alone end here, not at BYE */
+  /* Keys for this peer alone end once BYE is out (on RDMA: acknowledged),
+   * with the transport's close: a read or write the peer has in flight is
+   * served meanwhile, so it hears the close before any refusal and does
+   * not take the end of its keys for a bad key of its own (rmx_ops.h). */
   c->ctx->up.rails_down(c); /* its rails close with it */
   switch (c->state) {
   case RMX_CS_RESOLVING:

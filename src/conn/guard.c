@@ -128,27 +128,28 @@ static int ring_has(const uint64_t *ring, uint32_t n, uint32_t cap, uint64_t key
 
 /* The transports' strike (rmx_tp_env_t): the connection's peer address,
  * unless key is stale there or struck already, or this side closed the
- * connection: its keys ended at rmx_conn_close, so what the peer still had
- * in flight against them is stale, however the transport reports it (a
- * verbs QP's access error names no key). */
-void rmx__tp_strike(void *owner, const uint64_t *key)
+ * connection: its keys end with the close, so what the peer still had in
+ * flight against them is stale, however the transport reports it (a verbs
+ * QP's access error names no key). 1 unless this side closed it. */
+int rmx__tp_strike(void *owner, const uint64_t *key)
 {
   rmx_conn_t *c = owner;
   struct sockaddr_storage ss;
   if (!c || c->user_closed)
-    return;
+    return 0;
   if (key) {
     rmx__guard_conn_t *g = &c->guard;
     rmx__guard_t *cg = &c->ctx->guard;
     if (ring_has(g->stale, g->nstale, RMX__GUARD_STALE, *key) ||
         ring_has(cg->caps, cg->ncaps, RMX__GUARD_STALE, *key) ||
         ring_has(g->recent, g->nrecent, RMX__GUARD_RECENT, *key))
-      return;
+      return 1;
     rmx__guard_ring_put(g->recent, &g->nrecent, RMX__GUARD_RECENT, *key);
   }
   if (c->has_peer_ss)
     ss = c->peer_ss;
   else if (!c->tc || c->ops->peer_addr(c->tc, &ss) != 0)
-    return;
+    return 1;
   rmx__guard_strike(c->ctx, (const struct sockaddr *)&ss);
+  return 1;
 }

@@ -103,6 +103,8 @@ static void grant_release(rmx__grant_t *g)
   /* its peer may still hold it (a reader racing the withdrawal): from now
    * on a use of it on this connection is stale, not a guess */
   rmx__guard_withdrawn(&g->c->guard, g->c->ops->mem_rkey(g->tm));
+  if (g->c->user_closed && g->c->tp_state == RMX_TPS_OPEN)
+    g->c->ops->flush(g->c->tc); /* closing: its BYE goes to the device before the key ends */
   rmx_list_del(&g->mem_link);
   rmx_list_del(&g->conn_link);
   g->c->ops->mem_dereg(g->tm);

@@ -8,7 +8,7 @@
 #include "harness.h"
 
 #define STRIKES 4
-#define BAN_MS 500
+#define BAN_MS 3000
 #define FORGED_MAX 64
 
 typedef struct world {

@@ -410,8 +410,9 @@ void scoped_key_argument_errors(void **state)
   assert_int_equal(c.connect_status, 0);
   len = sizeof(blob);
   assert_int_equal(rmx_mem_pack_for(m, c.c, blob, &len), 0);
-  assert_int_equal(rmx_conn_close(c.c, cl_closed, &c), 0); /* closing: not any more */
-  assert_int_equal(rmx_mem_revoke(m, c.c), RMX_ENOENT);  /* the close revoked it at once */
+  assert_int_equal(rmx_conn_close(c.c, cl_closed, &c), 0); /* closing: no new key */
+  assert_int_equal(rmx_mem_revoke(m, c.c), 0); /* the key lasts until BYE is out; revoke ends it */
+  assert_int_equal(rmx_mem_revoke(m, c.c), RMX_ENOENT);
   len = sizeof(blob);
   assert_int_equal(rmx_mem_pack_for(m, c.c, blob, &len), RMX_ENOTCONN);
   run_until(W.ctx, &c.closed, 1);

@@ -227,7 +227,7 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
     /* Completions already polled-for go first, as for CM events (cm.c):
      * an error completion there is the more precise cause. */
     rmx__vb_cq_drain(dev);
-    if (tc->dead || tc->closing)
+    if (tc->dead || tc->closing || tc->held) /* held: the peer's DREQ decides (cq.c) */
       break;
     /* A request of the peer that this side refused: the status a flush on
      * a live connection gives too (cq.c), so either order says the same. */
@@ -238,8 +238,8 @@ static void async_handle(vb_dev_t *dev, const vb_async_ev_t *e)
                        "rdma: QP 0x%x to %s: %s%s", e->qp_num, tc->peer,
                        ibv_event_type_str(e->type),
                        st == RMX_EPROTO ? " (this side refused a request of the peer)" : "");
-    if (st == RMX_EPROTO && tc->owner)
-      env->strike(tc->owner, NULL); /* counted once: the flush (cq.c) sees tc->dead */
+    if (st == RMX_EPROTO)
+      rmx__vb_refused(tc); /* counted once: the flush (cq.c) sees tc->dead */
     rmx__vb_fail(tc, st);
     break;
   case IBV_EVENT_SRQ_LIMIT_REACHED:

@@ -448,6 +448,12 @@ static void lost(struct rmx_tp_conn *tc, int status)
   struct ibv_qp_init_attr ia;
   if (tc->qp && tc->dev)
     rmx__vb_cq_drain(tc->dev);
+  if (tc->held) { /* our access was refused because the peer went (cq.c) */
+    RMX_TP_LOG(tc->tp->env, INFO, "rdma: %s went away with our reads or writes in flight: its "
+               "keys ended with it", tc->peer);
+    rmx__vb_hold_end(tc, status);
+    return;
+  }
   /* On the SRQ no receive is flushed to say that our device refused the
    * peer: a QP already in the error state at the peer's disconnect says it
    * (we had not moved it: the connection was live). */

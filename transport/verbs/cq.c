@@ -145,16 +145,88 @@ void rmx__vb_went_error(struct rmx_tp_conn *tc)
                      "rdma: QP 0x%x to %s went into the error state: this side refused a "
                      "request of the peer (bad key, bounds or rights) or the device failed",
                      tc->qpn, tc->peer);
-  if (tc->owner)
-    tc->tp->env->strike(tc->owner, NULL); /* counted once: the async event sees tc->dead */
+  rmx__vb_refused(tc); /* counted once: the async event sees tc->dead */
   rmx__vb_fail(tc, RMX_EPROTO);
+}
+
+/* This side refused the peer: a strike, and where the connection was live
+ * (not closed by this side), its DREQ lingers (rmx__vb_close). */
+void rmx__vb_refused(struct rmx_tp_conn *tc)
+{
+  if (tc->owner && tc->tp->env->strike(tc->owner, NULL))
+    tc->refused = 1;
+}
+
+/*
+ * Whose refusal. Over verbs a remote access error names no key and ends
+ * both QPs, and it reads the same whether our key was bad (forged, or
+ * revoked on a live connection) or the peer's keys ended because it went
+ * away. A peer that closes keeps its keys until its BYE is acknowledged,
+ * so that BYE is ahead of the error in our CQ and we are closing already;
+ * but a peer that was killed, or released a registration under a closing
+ * connection, ends them at once. So the first such error on a live
+ * connection is held, unreported with every slot after it, for
+ * VB_REFUSAL_HOLD_MS: the peer's DREQ within it means the peer went
+ * (lost(), cm.c: the connection's end, RMX_ECONNRESET), none means our
+ * key (RMX_EACCES). A side that refused a live peer sends its DREQ only
+ * VB_REFUSED_LINGER_MS later (ep.c), so a live refusal never reads as a
+ * departure; a dying process's DREQ goes at once (its kernel's).
+ */
+static void hold_expired(uv_timer_t *t)
+{
+  struct rmx_tp_conn *tc = t->data;
+  if (!tc->held)
+    return;
+  if (tc->held == 1) {
+    /* Once more after this turn's I/O: a DREQ that waited while the loop
+     * was late goes first (timers run before I/O in a libuv turn). */
+    tc->held = 2;
+    uv_timer_start(&tc->timer, hold_expired, 0, 0);
+    return;
+  }
+  RMX_TP_LOG(tc->tp->env, ERROR, "rdma: QP 0x%x to %s: %s, and the peer is still there: a "
+             "key, range or right it does not grant", tc->qpn, tc->peer,
+             ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR));
+  rmx__vb_hold_end(tc, RMX_EACCES);
+}
+
+static int hold(struct rmx_tp_conn *tc, vb_slot_t *s, const struct ibv_wc *wc)
+{
+  if (tc->held) {
+    tc->held_upto = s;
+    return 1;
+  }
+  if (wc->status != IBV_WC_REM_ACCESS_ERR || tc->dead || tc->closing || !tc->established)
+    return 0;
+  tc->held = 1;
+  tc->held_slot = s;
+  tc->held_upto = NULL;
+  uv_timer_stop(&tc->timer);
+  uv_timer_start(&tc->timer, hold_expired, VB_REFUSAL_HOLD_MS, 0);
+  return 1;
+}
+
+/* The verdict on a held error: status for the connection and the slot,
+ * RMX_ECANCELED for the slots after it. */
+void rmx__vb_hold_end(struct rmx_tp_conn *tc, int status)
+{
+  vb_slot_t *s = tc->held_slot, *upto = tc->held_upto;
+  if (!tc->held)
+    return;
+  tc->held = 0;
+  tc->held_slot = tc->held_upto = NULL;
+  uv_timer_stop(&tc->timer);
+  rmx__vb_fail(tc, status);
+  complete_upto(tc, s, status);
+  if (upto)
+    complete_upto(tc, upto, RMX_ECANCELED);
 }
 
 /* An error completion on a live connection: the connection's error. Which
  * side is at fault is in the status; the log names the peer. */
 static void qp_error(struct rmx_tp_conn *tc, const struct ibv_wc *wc)
 {
-  if (tc->dead || tc->closing)
+  if (tc->dead || tc->closing || tc->held)
     return;
   int st = rmx__vb_wc_status(wc->status);
   if (wc->status == IBV_WC_WR_FLUSH_ERR) {
@@ -193,8 +265,7 @@ static int on_recv(struct rmx_tp_conn *tc, vb_rx_t *rx, const struct ibv_wc *wc)
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), ERROR,
                        "rdma: QP 0x%x: %s sent with invalidate (key 0x%x), which rmx never "
                        "does: connection closed", wc->qp_num, tc->peer, wc->invalidated_rkey);
-    if (tc->owner)
-      tc->tp->env->strike(tc->owner, NULL);
+    rmx__vb_refused(tc);
     rmx__vb_fail(tc, RMX_EPROTO);
     return 0;
   }
@@ -266,9 +337,15 @@ static void on_wc(const struct ibv_wc *wc)
     rmx__vb_check_drained(tc);
     return;
   }
-  if (wc->status != IBV_WC_SUCCESS)
+  int st = rmx__vb_wc_status(wc->status);
+  if (wc->status != IBV_WC_SUCCESS) {
+    if (hold(tc, s, wc))
+      return; /* a remote access error: whose, the peer's DREQ will tell */
+    if (tc->closing && st == RMX_EACCES)
+      st = RMX_ECANCELED; /* the peer's keys ended with the close we are in */
     qp_error(tc, wc); /* before the ops hear: DISCONNECTED carries the cause */
-  complete_upto(tc, s, rmx__vb_wc_status(wc->status));
+  }
+  complete_upto(tc, s, st);
 }
 
 /*

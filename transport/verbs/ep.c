@@ -177,6 +177,64 @@ static void windows_detach(struct rmx_tp_conn *tc)
   }
 }
 
+/*
+ * The id of a connection whose live peer this side refused outlives it by
+ * VB_REFUSED_LINGER_MS: destroying it sends the DREQ, which the peer
+ * would read as this side going away rather than as its own bad key
+ * (cq.c, "Whose refusal"). Its QP is gone already; events for it find no
+ * connection (context NULL). The connection itself ends at once.
+ */
+typedef struct vb_linger {
+  uv_timer_t t;
+  struct rdma_cm_id *id;
+  struct rmx_tp *tp;
+  rmx_list_t link;
+} vb_linger_t;
+
+static void linger_closed(uv_handle_t *h)
+{
+  vb_linger_t *l = h->data;
+  struct rmx_tp *tp = l->tp;
+  free(l);
+  if (--tp->handles == 0 && tp->live == 0) /* as verbs.c's handles */
+    tp->free_cb(tp);
+}
+
+static void linger_end(vb_linger_t *l)
+{
+  rmx_list_del(&l->link);
+  if (rdma_destroy_id(l->id))
+    RMX_TP_LOG(l->tp->env, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
+  uv_close((uv_handle_t *)&l->t, linger_closed);
+}
+
+static void linger_expired(uv_timer_t *t) { linger_end(t->data); }
+
+void rmx__vb_linger_end_all(struct rmx_tp *tp)
+{
+  rmx_list_t *n;
+  while ((n = tp->lingering.next) != &tp->lingering)
+    linger_end(rmx_container_of(n, vb_linger_t, link));
+}
+
+/* 0 when the id is kept for later, -1 when it is to go now. */
+static int id_linger(struct rmx_tp_conn *tc)
+{
+  vb_linger_t *l;
+  if (!tc->refused || !tc->established || tc->tp->finishing || !(l = calloc(1, sizeof(*l))))
+    return -1;
+  l->id = tc->id;
+  l->tp = tc->tp;
+  l->t.data = l;
+  tc->id->context = NULL;
+  uv_timer_init(tc->tp->loop, &l->t);
+  uv_timer_start(&l->t, linger_expired, VB_REFUSED_LINGER_MS, 0);
+  uv_unref((uv_handle_t *)&l->t);
+  tc->tp->handles++;
+  rmx_list_push(&tc->tp->lingering, &l->link);
+  return 0;
+}
+
 void rmx__vb_conn_reap(struct rmx_tp_conn *tc)
 {
   if (tc->reaped)
@@ -194,7 +252,7 @@ void rmx__vb_conn_reap(struct rmx_tp_conn *tc)
     rmx__vb_fail_slots(tc);
     rmx__vb_qp_destroy(tc);
   }
-  if (tc->id && rdma_destroy_id(tc->id))
+  if (tc->id && id_linger(tc) != 0 && rdma_destroy_id(tc->id))
     RMX_TP_LOG(tc->tp->env, WARN, "rdma: rdma_destroy_id failed: %s", strerror(errno));
   tc->id = NULL;
   rmx_list_del(&tc->link);
@@ -228,9 +286,13 @@ void rmx__vb_close(struct rmx_tp_conn *tc)
     return;
   tc->closing = 1;
   uv_timer_stop(&tc->timer);
+  tc->held = 0; /* closed here while an error was held: its slots fail with the rest */
   if (tc->qp) {
-    if (tc->established)
-      rdma_disconnect(tc->id); /* tells the peer; the QP goes to error */
+    /* Tells the peer; the QP goes to error. Not where this side refused a
+     * live peer: its QP is in the error state already, and its DREQ waits
+     * (id_linger). */
+    if (tc->established && !tc->refused)
+      rdma_disconnect(tc->id);
     if (drain_start(tc) == 0) {
       /* A close ends in bounded time even if the device never flushes. */
       uv_timer_start(&tc->timer, drain_expired, tc->tp->env->cfg->close_timeout_ms, 0);

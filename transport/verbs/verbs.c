@@ -112,6 +112,7 @@ static int vb_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   tp->free_cb = tp_free;
   rmx_list_init(&tp->devs);
   rmx_list_init(&tp->conns);
+  rmx_list_init(&tp->lingering);
   rmx_list_init(&tp->repost);
   rmx_list_init(&tp->unflushed);
   rmx_list_init(&tp->parked);
@@ -157,6 +158,7 @@ static void vb_fini(rmx_tp_t *tp)
     tc->owner = NULL;
     rmx__vb_conn_reap(tc);
   }
+  rmx__vb_linger_end_all(tp);
   tp->finishing = 1;
   uv_close((uv_handle_t *)&tp->ech_poll, tp_handle_closed);
   uv_close((uv_handle_t *)&tp->idle, tp_handle_closed);

@@ -16,6 +16,11 @@
 #define VB_SPIN_CHECK 16   /* adaptive: empty polls per clock read */
 #define VB_POLL_SPIN 32    /* poll and adaptive: empty polls per loop turn */
 #define VB_ACK_EVERY 64    /* CQ events acknowledged in batches: acking locks */
+/* A remote access error on a live connection is held this long for the
+ * peer's disconnect (a peer that went away), and a side that refused its
+ * live peer waits the longer one before its own (cq.c, "Whose refusal"). */
+#define VB_REFUSAL_HOLD_MS 300
+#define VB_REFUSED_LINGER_MS 1500
 #define VB_INLINE_WANT 256
 /* Devices differ in how much they inline: a QP asks for these in turn until
  * one fits (rmx__vb_qp_create; devinfo.c probes the same way). */
@@ -163,6 +168,9 @@ struct rmx_tp_conn {
   vc_state_t state;
   uint8_t passive, established, dead, closing, reaped;
   uint8_t undrained;       /* the drain could not start: completions may linger */
+  uint8_t refused;         /* this side refused the live peer: its DREQ lingers */
+  uint8_t held;            /* a remote access error, held for the peer's DREQ */
+  struct vb_slot *held_slot, *held_upto; /* the slot that failed; the last since */
   uint64_t park_gen;       /* undrained: dev->cq_empty_gen when the QP went */
   int fail_status;         /* a failure to report from the loop */
   uint8_t hello[VB_PDATA_MAX];
@@ -270,6 +278,7 @@ struct rmx_tp {
   vb_dev_t *dev;           /* the first device opened: registrations without a
                               connection, capability keys (dev.c) */
   rmx_list_t conns;
+  rmx_list_t lingering; /* vb_linger_t: ids of refused peers, destroyed late (ep.c) */
   rmx_list_t repost;       /* conns with receive buffers to give back */
   rmx_list_t unflushed;    /* conns with requests built, not yet posted */
   rmx_list_t parked;       /* closed undrained conns, kept until the CQ is clear */
@@ -437,6 +446,9 @@ void rmx__vb_srq_free(vb_dev_t *dev);
 /* cq.c */
 /* A live connection's QP went to the error state under us: refused. */
 void rmx__vb_went_error(struct rmx_tp_conn *tc);
+void rmx__vb_refused(struct rmx_tp_conn *tc);
+void rmx__vb_linger_end_all(struct rmx_tp *tp);
+void rmx__vb_hold_end(struct rmx_tp_conn *tc, int status);
 void rmx__vb_cq_event(uv_poll_t *h, int status, int events);
 int rmx__vb_cq_drain(vb_dev_t *dev);
 void rmx__vb_spin(vb_dev_t *dev);
