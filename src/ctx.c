@@ -340,6 +340,25 @@ int rmx_ctx_progress(rmx_ctx_t *ctx)
   return RMX_ECANCELED;
 }
 
+/* The send half of a pass alone: no transport is polled and the loop does
+ * not turn, so a caller that just sent (and will sleep on the fd) spends
+ * one write, not a read that finds nothing and a poll of the backend too. */
+int rmx_ctx_flush(rmx_ctx_t *ctx)
+{
+  if (!ctx || ctx->in_cb || (ctx->owns_loop && ctx->running))
+    return RMX_EINVAL;
+  if (ctx->dying)
+    return RMX_ECANCELED;
+  ctx->running = ctx->owns_loop; /* an on_sent that destroys the context leaves the finish here */
+  rmx__progress_flush(ctx);
+  ctx->running = 0;
+  if (!ctx->dying)
+    return 0;
+  if (ctx->owns_loop)
+    ctx_finish_owned(ctx);
+  return RMX_ECANCELED;
+}
+
 struct uv_loop_s *rmx_ctx_loop(rmx_ctx_t *ctx) { return ctx->loop; }
 
 static void ctx_free(rmx_ctx_t *ctx)

@@ -434,6 +434,10 @@ typedef struct rmx_tp_ops {
    * of input only a turn reads now (TCP: another socket is readable).
    * Returns how many completions or frames it handled. */
   int (*poll)(rmx_tp_t *tp, int *turn);
+  /* Optional (NULL: nothing of the kind): poll's first half alone, the
+   * sends that ended (TCP: written at once) reported now, no input read
+   * (rmx_ctx_flush). Same rules as poll; returns how many it reported. */
+  int (*reap)(rmx_tp_t *tp);
   /* Optional (NULL: none): the instance's numbers for rmx_ctx_stats_get,
    * added to *st (rmx_tp_stats_t). */
   void (*stats)(rmx_tp_t *tp, rmx_tp_stats_t *st);

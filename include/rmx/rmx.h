@@ -241,21 +241,24 @@ RMX_API int rmx_ctx_fd(rmx_ctx_t *ctx);
  *  @return ms: 0 means at once, -1 only when the fd is readable (no timer
  *          is due); @ref RMX_EINVAL (-22): @p ctx NULL or on the caller's loop. */
 RMX_API int rmx_ctx_timeout(rmx_ctx_t *ctx);
-/**
- * @brief Handle what is ready and run the callbacks that are due, without
+/** @brief Handle what is ready and run the callbacks that are due, without
  *        blocking: the polling fast path (see above).
  * @param ctx  the context (a private loop, or the caller's)
- * @return how many completions and frames it handled, or, if more, how
- *         many of rmx's callbacks it ran (a lookup answered from the cache,
- *         a timer, what the loop's turn found): nonzero whenever a callback
- *         of the application's ran (0: nothing was ready; after many zeros a
- *         caller may wait on rmx_ctx_fd() for rmx_ctx_timeout()); @ref RMX_ECANCELED when a callback it ran called
- *         rmx_ctx_destroy(): on a private loop the destroy has then
- *         finished and the context is gone, on the caller's loop it
- *         finishes as that loop runs; @ref RMX_EINVAL if @p ctx is NULL, or
- *         the call is made from a callback or from inside rmx_ctx_run().
- */
+ * @return how many completions and frames it handled, or, if more, how many
+ *         of rmx's callbacks it ran (a lookup answered from the cache, a timer,
+ *         what the loop's turn found): nonzero whenever a callback of the
+ *         application's ran (0: nothing was ready; after many zeros a caller
+ *         may wait on rmx_ctx_fd() for rmx_ctx_timeout());
+ *         @ref RMX_ECANCELED when a callback it ran called rmx_ctx_destroy():
+ *         on a private loop the destroy has then finished and the context is
+ *         gone, on the caller's loop it finishes as that loop runs;
+ *         @ref RMX_EINVAL if @p ctx is NULL, in a callback or in rmx_ctx_run(). */
 RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
+/** @brief Hand what was posted since the last progress to the socket or device now
+ *  (a write or doorbell per connection; on_sent of the sends that ended runs),
+ *  polling nothing and turning no loop: after sends, before sleeping on the fd.
+ *  @param ctx  as for rmx_ctx_progress()  @return 0, or as rmx_ctx_progress(). */
+RMX_API int rmx_ctx_flush(rmx_ctx_t *ctx);
 /** @} */
 
 /**

@@ -52,6 +52,28 @@ int rmx__progress_pass(rmx_ctx_t *ctx)
   return found;
 }
 
+/* The send half of a pass (rmx_ctx_flush): what was posted goes out, and
+ * the sends that ended at once are reported (each transport's reap), so
+ * nothing of theirs is left for the loop; nothing is read. */
+void rmx__progress_flush(rmx_ctx_t *ctx)
+{
+  if (rmx__flush_pending(ctx)) {
+    rmx__flush_all(ctx);
+    if (ctx->dying)
+      return;
+  }
+  int reaped = 0;
+  for (int i = 0; i < RMX_TP_COUNT; i++) {
+    if (!ctx->tp[i] || !ctx->tp_ops[i]->reap)
+      continue;
+    reaped += ctx->tp_ops[i]->reap(ctx->tp[i]);
+    if (ctx->dying)
+      return;
+  }
+  if (reaped && rmx__flush_pending(ctx)) /* their callbacks sent again */
+    rmx__flush_all(ctx);
+}
+
 /* One turn of the loop without blocking, posts included (the wake-up of
  * rmx_ctx_post keeps no loop alive: hold it for the turn). Returns what
  * uv_run does: nonzero while something keeps the loop alive. */

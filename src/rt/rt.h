@@ -45,6 +45,8 @@ void rmx__defer_run(rmx_ctx_t *ctx);
 /* One pass: every transport's completions, deferred work, flushes; no loop
  * turn. Returns the completions handled. */
 int rmx__progress_pass(rmx_ctx_t *ctx);
+/* The pass's sends alone: flushes, and what ended at once reported. */
+void rmx__progress_flush(rmx_ctx_t *ctx);
 /* One non-blocking turn of the loop (timers, connection events, posts). */
 int rmx__progress_turn(rmx_ctx_t *ctx);
 #define RMX__BUSY_CLOCK_EVERY 16 /* passes with work between two clock reads */

@@ -48,22 +48,27 @@ static rmx_tp_conn_t *conn_on_fd(rmx_tp_t *tp, int fd)
   return tc;
 }
 
-/* The polling fast path: what ended (as the instance's idle handle would
- * report it), then the connection that last had input. When that one has
- * nothing and other connections live, one look at the
- * loop's epoll set, without waiting, finds the other sockets that are
- * ready: connections with input are read at once, anything else asks for
- * a turn of the loop now rather than at its next count. The look is
+/* What ended (as the instance's idle handle would report it), and only
+ * that: the send half of a pass (rmx_ctx_flush). */
+int rmx__tcp_reap(rmx_tp_t *tp)
+{
+  if (rmx_list_empty(&tp->laterq))
+    return 0;
+  rmx__tcp_later_run(tp);
+  return 1;
+}
+
+/* The polling fast path: what ended, then the connection that last had
+ * input. When that one has nothing and other connections live, one look
+ * at the loop's epoll set, without waiting, finds the other sockets that
+ * are ready: connections with input are read at once, anything else asks
+ * for a turn of the loop now rather than at its next count. The look is
  * level-triggered and takes nothing from libuv. */
 int rmx__tcp_poll(rmx_tp_t *tp, int *turn)
 {
-  int found = 0;
-  if (!rmx_list_empty(&tp->laterq)) {
-    found = 1;
-    rmx__tcp_later_run(tp);
-    if (tp->finishing)
-      return found; /* a callback destroyed the context */
-  }
+  int found = rmx__tcp_reap(tp);
+  if (found && tp->finishing)
+    return found; /* a callback destroyed the context */
   found += rmx__tcp_spin(tp);
   if (found || tp->nconns < 2)
     return found; /* a listener's peers wait for the loop's turn */

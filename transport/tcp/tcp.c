@@ -476,5 +476,6 @@ const rmx_tp_ops_t rmx__tcp_ops = {
   .mem_grant = tcp_mem_grant,
   .spin = rmx__tcp_spin,
   .poll = rmx__tcp_poll,
+  .reap = rmx__tcp_reap,
   .stats = tcp_stats,
 };

@@ -282,6 +282,7 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 void rmx__tcp_conn_close(rmx_tp_conn_t *tc);
 int rmx__tcp_spin(rmx_tp_t *tp);
 int rmx__tcp_poll(rmx_tp_t *tp, int *turn);
+int rmx__tcp_reap(rmx_tp_t *tp);
 /* stream.c: read what tc's socket holds now, as libuv's read callback
  * would (1 when it read some); report what ended, as the idle handle does. */
 int rmx__tcp_read_now(rmx_tp_conn_t *tc);
