@@ -89,6 +89,25 @@ async def serve_proto() -> None:
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
 
+def serve_sync() -> None:
+    import threading
+    import rmx.sync
+    with rmx.sync.Context() as ctx:
+        lst = ctx.listen("tcp://127.0.0.1:0")
+        print(lst.uri, flush=True)
+        gone = threading.Event()
+        threading.Thread(target=lambda: (sys.stdin.read(), gone.set()), daemon=True).start()
+        with lst.accept() as conn:
+            while not gone.is_set():
+                try:
+                    msg = conn.recv(timeout=0.5)
+                except rmx.RmxTimeoutError:
+                    continue
+                except rmx.ConnectionClosed:
+                    return
+                conn.send(msg)
+
+
 def serve_epoll() -> None:
     import select
     import threading
@@ -183,6 +202,22 @@ async def proto_client(port: str, iters: int) -> list:
     return lat[iters // 10:], cpu
 
 
+def sync_client(addr: str, iters: int) -> tuple:
+    import rmx.sync
+    with rmx.sync.Context() as ctx:
+        conn = ctx.connect(addr)
+        msg, lat = bytes(SMALL), []
+        cpu = time.process_time()
+        for i in range(iters + iters // 10):
+            t = time.perf_counter()
+            conn.send(msg)
+            assert len(conn.recv()) == SMALL
+            lat.append(time.perf_counter() - t)
+        cpu = (time.process_time() - cpu) / (iters + iters // 10) * 1e6
+        conn.close()
+    return lat[iters // 10:], cpu
+
+
 def epoll_client(port: str, iters: int) -> list:
     import select
     s = socket.create_connection(("127.0.0.1", int(port)))
@@ -219,6 +254,8 @@ def run_python(tool: str, iters: int, nbig: int) -> tuple:
             (lat, cpu), bw = asyncio.run(proto_client(addr, iters)), float("nan")
         elif tool == "epoll":
             (lat, cpu), bw = epoll_client(addr, iters), float("nan")
+        elif tool == "sync":
+            (lat, cpu), bw = sync_client(addr, iters), float("nan")
         else:
             client = rmx_client if tool == "rmx" else streams_client
             lat, bw, cpu = asyncio.run(client(addr, iters, nbig))
@@ -289,6 +326,8 @@ def main() -> None:
     if args[:1] == ["serve"]:
         if args[1] == "epoll":
             return serve_epoll()
+        if args[1] == "sync":
+            return serve_sync()
         servers = {"rmx": serve_rmx, "streams": serve_streams, "proto": serve_proto}
         return asyncio.run(servers[args[1]]())
     quick = "--quick" in args
@@ -296,7 +335,7 @@ def main() -> None:
     iters, nbig = (300, 200) if quick else (20000, 20000)
     if pinned(CLIENT_CPU):
         os.sched_setaffinity(0, {CLIENT_CPU})
-    tools = ["rmx", "streams", "c", "proto", "epoll"]
+    tools = ["rmx", "streams", "c", "proto", "epoll", "sync"]
     res = {t: ([], [], []) for t in tools}
     for rep in range(runs):
         order = tools[rep % len(tools):] + tools[:rep % len(tools)]
@@ -312,8 +351,8 @@ def main() -> None:
           f"client on CPU {CLIENT_CPU}; medians, the spread of the repetitions' medians "
           "in brackets\n")
     print("| 8 B echo round trip (us) | rmx Python | asyncio streams | rmx C | "
-          "asyncio Protocol | Python epoll, no asyncio |")
-    print("|---|---|---|---|---|---|")
+          "asyncio Protocol | Python epoll, no asyncio | rmx.sync |")
+    print("|---|---|---|---|---|---|---|")
     print("| median | " + " | ".join(f"{fmt(med[t][0])} ({spread(lat[t])})" for t in tools) + " |")
     print("| client's CPU time per round trip | " +
           " | ".join(f"{fmt(statistics.median(res[t][2]))} ({spread(res[t][2])})" for t in tools) +
@@ -327,6 +366,8 @@ def main() -> None:
     print(f"| rmx Python - asyncio Protocol (rmx's Python layer) | "
           f"{minus(lat['rmx'], lat['proto'])} |")
     print(f"| Python epoll - rmx C (the interpreter's share) | {minus(lat['epoll'], lat['c'])} |")
+    print(f"| rmx.sync - rmx C (the blocking API's own cost) | {minus(lat['sync'], lat['c'])} |")
+    print(f"| rmx.sync / asyncio streams | {ratio(lat['sync'], lat['streams'])} |")
     print("\n| 64 KiB messages streamed one way (MiB/s) | rmx Python | asyncio streams | "
           "rmx Python / asyncio |")
     print("|---|---|---|---|")

@@ -10,7 +10,8 @@
             print(await conn.recv())
 
 docs/python.md has the whole guide: a context per event loop (and thread),
-connections, messages, RPC, one-sided memory, errors, cancellation.
+connections, messages, RPC, one-sided memory, errors, cancellation. Code
+without asyncio uses ``rmx.sync`` (blocking calls, the same library).
 """
 from typing import Optional
 
