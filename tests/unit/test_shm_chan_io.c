@@ -2,7 +2,7 @@
 /* The shared-memory channel once set up (transport/shm/chan.c), both ends
  * on one loop: a writer stopped by a full ring is woken by writable once
  * room comes, sleeping and polling (and a polling writer costs the reader
- * no doorbell); a close delivers every byte written before the peer's
+ * no doorbell); a reader switched between polling and sleeping; a close delivers every byte written before the peer's
  * end, even to a reader that never polls; a peer that scribbles on the
  * shared indices ends the channel with RMX_EPROTO (its peer then sees
  * RMX_ECONNRESET), whatever it writes, never a crash. */
@@ -76,6 +76,37 @@ static void a_blocked_writer_is_woken(void **state)
   blocked_writer(1);
 }
 
+/* A polling reader hears of nothing until it polls; switched to sleeping
+ * it arms and hears of what is there, then of what comes; switched back
+ * it polls again. */
+static void a_reader_switches_between_polling_and_sleeping(void **state)
+{
+  char name[128];
+  pair_t p = {0};
+  p.lcfg.polling = 1;
+  assert_int_equal(pair_open(&p, test_name(name, sizeof(name), 1)), 0);
+  p.l.consume = 1;
+  uint64_t pos = 0;
+  assert_int_equal(side_write(&p.c, &pos, 100), 100);
+  run_turns(&p.loop, 10);
+  assert_int_equal(p.l.readable, 0);
+  rmx__shm_chan_set_polling(&p.l.ch, 0);
+  run_turns(&p.loop, 10);
+  assert_int_equal(p.l.readable, 1);
+  assert_int_equal(side_write(&p.c, &pos, 100), 100);
+  while (p.l.got < 200)
+    uv_run(&p.loop, UV_RUN_ONCE); /* woken by its doorbell */
+  rmx__shm_chan_set_polling(&p.l.ch, 1);
+  assert_int_equal(side_write(&p.c, &pos, 100), 100);
+  run_turns(&p.loop, 10);
+  assert_int_equal(p.l.got, 200);
+  assert_int_equal(rmx__shm_chan_poll(&p.l.ch), 1);
+  assert_int_equal(p.l.got, 300);
+  assert_int_equal(rmx__shm_chan_poll(&p.l.ch), 0); /* nothing new */
+  pair_close(&p);
+  assert_false(p.l.bad | p.c.bad);
+}
+
 /* The writer fills the ring and closes at once; the reader gets it all,
  * then its end, 0. A polling reader that never polls gets it too. */
 static void close_delivers(int reader_polls)
@@ -142,7 +173,7 @@ static void scribbled_head(int polling)
     rmx__shm_chan_poll(&p.l.ch);
   } else {
     rmx__shm_doorbell_ring(p.l.ch.seg.bell[0]); /* as a peer would, to wake it */
-    run_until(&p.loop, &p.l.ends, 1);
+    run_turns(&p.loop, 10); /* the doorbell is readable now: the next turn sees it */
   }
   assert_int_equal(p.l.ends, 1);
   assert_int_equal(p.l.status, RMX_EPROTO);
@@ -217,6 +248,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_blocked_writer_is_woken),
+    cmocka_unit_test(a_reader_switches_between_polling_and_sleeping),
     cmocka_unit_test(a_close_delivers_every_byte_then_the_end),
     cmocka_unit_test(a_scribbling_peer_ends_the_channel),
   };

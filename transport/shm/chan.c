@@ -179,7 +179,8 @@ void rmx__shm_chan_set_polling(rmx_shm_chan_t *ch, int polling)
   if (!up(ch))
     return;
   if (polling) {
-    uv_poll_stop(&ch->bell_poll); /* a flag still armed costs the peer one doorbell */
+    if (ch->bell_polled) /* a flag still armed costs the peer one doorbell */
+      uv_poll_stop(&ch->bell_poll);
     return;
   }
   if (bell_start(ch) != 0)
