@@ -22,6 +22,7 @@ typedef struct side {
   int consume;      /* readable consumes all: 1 checking it is the stream's next bytes, 2 not */
   uint64_t got;     /* bytes consumed so far (the stream's position) */
   uint64_t wakes;   /* doorbells this side rang, taken at its end */
+  void (*on_ready)(struct side *s);
   void (*on_end)(struct side *s);
 } side_t;
 
@@ -35,6 +36,8 @@ static inline void cb_ready(rmx_shm_chan_t *ch)
   side_t *s = side_of(ch);
   s->bad |= s->ends || s->closed || s->ready;
   s->ready++;
+  if (s->on_ready)
+    s->on_ready(s);
 }
 
 /* Consume everything there is, checking it against the stream. */

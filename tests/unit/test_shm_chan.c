@@ -65,6 +65,42 @@ static void setup_over_a_path_and_an_abstract_name(void **state)
   setup_over(test_name(name, sizeof(name), 1), 1);
 }
 
+/* The connector's ready: a message, and its close at once. */
+static void write_and_close(side_t *s)
+{
+  uint64_t pos = 0;
+  if (side_write(s, &pos, 100) != 100)
+    s->bad |= 8;
+  rmx__shm_chan_close(&s->ch);
+}
+
+/* Its answer and its bye reach the listener back to back: each is read
+ * alone, and the listener gets ready, the bytes, then the peer's end. */
+static void a_connector_that_closes_at_once(void **state)
+{
+  int before = open_fds();
+  char name[128];
+  pair_t p = {0};
+  uv_loop_init(&p.loop);
+  side_init(&p.l);
+  side_init(&p.c);
+  p.lst.data = &p;
+  p.l.consume = 1;
+  p.c.on_ready = write_and_close;
+  assert_int_equal(rmx__shm_listen(&p.lst, &p.loop, test_name(name, sizeof(name), 1),
+                                   pair_incoming), 0);
+  assert_int_equal(rmx__shm_chan_connect(&p.c.ch, &p.loop, name, NULL, &side_cbs), 0);
+  p.connected = 1;
+  run_until(&p.loop, &p.l.ends, 1);
+  assert_int_equal(p.l.ready, 1);
+  if (p.l.status != 0)
+    fail_msg("ended for \"%s\"", p.l.why);
+  assert_int_equal(p.l.got, 100);
+  pair_close(&p);
+  assert_false(p.l.bad | p.c.bad);
+  assert_int_equal(open_fds(), before);
+}
+
 static void names_refused(void **state)
 {
   uv_loop_t loop;
@@ -302,7 +338,8 @@ static void fake_connector(int what, int want, const char *why)
   assert_int_equal(p.l.status, want);
   want_why(&p.l, why);
   pair_close(&p);
-  assert_int_equal(p.l.ready + p.l.readable + p.l.writable, 0);
+  assert_int_equal(p.l.ready, what == A_LONG); /* a good answer, then a byte that is no bye */
+  assert_int_equal(p.l.readable + p.l.writable, 0);
   assert_false(p.l.bad);
   if (what != A_GONE)
     close(fd);
@@ -313,7 +350,7 @@ static void a_fake_connector_is_refused(void **state)
 {
   fake_connector(A_GARBAGE, RMX_EPROTO, "magic");
   fake_connector(A_FDS, RMX_EPROTO, "carried fds");
-  fake_connector(A_LONG, RMX_EPROTO, "too long");
+  fake_connector(A_LONG, RMX_EPROTO, "no bye after set-up (a set-up message came short)");
   fake_connector(A_GONE, RMX_ECONNRESET, "closed before it answered");
   fake_connector(A_SILENT, RMX_ETIMEDOUT, "no answer from the connector");
   fake_connector(A_REFUSE, RMX_ECONNREFUSED, "refused the segment");
@@ -324,6 +361,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(setup_over_a_path_and_an_abstract_name),
+    cmocka_unit_test(a_connector_that_closes_at_once),
     cmocka_unit_test(names_refused),
     cmocka_unit_test(another_kernel_refused),
     cmocka_unit_test(nobody_listens),

@@ -200,10 +200,10 @@ static void peer_gone(rmx_shm_chan_t *ch, int status, const char *why)
 
 static void liveness(rmx_shm_chan_t *ch)
 {
-  uint8_t m[RMX_SHM_MSG + 1];
+  uint8_t m[RMX_SHM_MSG];
   uint32_t count;
   int32_t st;
-  ssize_t k = rmx__shm_fds_recv(ch->sock, m, sizeof(m), NULL, 0);
+  ssize_t k = rmx__shm_fds_recv(ch->sock, m, sizeof(m), NULL, 0); /* the end comes next */
   if (k == RMX_EAGAIN)
     return;
   if (k == RMX_ECONNRESET) {
@@ -219,7 +219,8 @@ static void liveness(rmx_shm_chan_t *ch)
   }
   const char *why = rmx__shm_msg_check(m, k, RMX_SHM_BYE_MAGIC, &count, &st, NULL);
   if (why) {
-    rmx__shm_chan_fail(ch, RMX_EPROTO, why);
+    snprintf(ch->why, sizeof(ch->why), "the peer sent what is no bye after set-up (%s)", why);
+    rmx__shm_chan_fail(ch, RMX_EPROTO, ch->why);
     return;
   }
   /* Its last write was published before the bye was sent: the ring must

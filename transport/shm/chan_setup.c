@@ -222,10 +222,13 @@ int rmx__shm_chan_accept(rmx_shm_chan_t *ch, rmx_shm_listener_t *l,
 
 static void answer_in(rmx_shm_chan_t *ch)
 {
-  uint8_t m[RMX_SHM_MSG + 1];
+  uint8_t m[RMX_SHM_MSG];
   char id[RMX_SHM_BOOT_ID_LEN + 1], own[RMX_SHM_BOOT_ID_LEN + 1];
   uint32_t word;
   int32_t st;
+  /* The answer alone: a connector that closes at once sends its bye right
+   * after it, and a stream socket may hand both to one read. What follows
+   * the answer is the liveness socket's to read. */
   ssize_t k = rmx__shm_fds_recv(ch->sock, m, sizeof(m), NULL, 0);
   if (k == RMX_EAGAIN)
     return;
