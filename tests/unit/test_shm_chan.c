@@ -183,6 +183,11 @@ static int raw_socket(const char *name, int do_listen)
   return fd;
 }
 
+static void lst_gone(rmx_shm_listener_t *l)
+{
+  ++*(int *)l->data;
+}
+
 static void nobody_listens(void **state)
 {
   int before = open_fds();
@@ -193,6 +198,17 @@ static void nobody_listens(void **state)
   connect_fails(name, 0, RMX_ECONNREFUSED, "nobody listens at");
   close(fd);
   unlink(name);
+  /* a listener that was there and closed */
+  uv_loop_t loop;
+  rmx_shm_listener_t l;
+  int closed = 0;
+  uv_loop_init(&loop);
+  l.data = &closed;
+  assert_int_equal(rmx__shm_listen(&l, &loop, test_name(name, sizeof(name), 1), pair_incoming), 0);
+  rmx__shm_listener_close(&l, lst_gone);
+  run_until(&loop, &closed, 1);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  connect_fails(name, 0, RMX_ECONNREFUSED, "nobody listens at");
   assert_int_equal(open_fds(), before);
 }
 

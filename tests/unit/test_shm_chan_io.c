@@ -200,6 +200,20 @@ static void scribbled_tail(void)
   peer_sees_a_reset(&p, &p.l);
   pair_close(&p);
   assert_false(p.l.bad | p.c.bad);
+
+  /* closed before the loop raised it: the end still names the cause */
+  pair_t q = {0};
+  assert_int_equal(pair_open(&q, test_name(name, sizeof(name), 1)), 0);
+  pos = 0;
+  assert_int_equal(side_write(&q.l, &pos, 1000), 1000);
+  *word(&q, 0, W_TAIL_) = 5000; /* the listener's ring: consumed more than was written */
+  assert_int_equal(side_write(&q.l, &pos, 16000), RMX_EPROTO);
+  rmx__shm_chan_close(&q.l.ch);
+  run_until(&q.loop, &q.l.ends, 1);
+  assert_int_equal(q.l.status, RMX_EPROTO);
+  peer_sees_a_reset(&q, &q.c); /* and no bye went to the peer */
+  pair_close(&q);
+  assert_false(q.l.bad | q.c.bad);
 }
 
 /* Random words into random places while bytes flow both ways. */

@@ -385,9 +385,10 @@ static void handle_closed(uv_handle_t *h)
   if (ch->has_seg)
     rmx__shm_seg_close(&ch->seg);
   ch->has_seg = 0; /* tx and rx keep their counters; closing keeps them from use */
-  if (!ch->ended) {
+  if (!ch->ended) { /* a failure found inside a call and not yet raised is the cause */
     ch->ended = 1;
-    ch->cbs.end(ch, RMX_ECANCELED, "closed by its owner before it ended");
+    ch->cbs.end(ch, ch->late_status ? ch->late_status : RMX_ECANCELED,
+                ch->late_status ? ch->late_why : "closed by its owner before it ended");
   }
   ch->cbs.closed(ch);
 }
@@ -397,7 +398,7 @@ void rmx__shm_chan_close(rmx_shm_chan_t *ch)
   if (ch->closing)
     return;
   ch->closing = 1;
-  if (ch->state == CH_UP) {
+  if (ch->state == CH_UP && !ch->late_status) {
     /* Everything we wrote is published in the ring before this send: the
      * peer reads it all, then ends. A bye that does not fit (nothing else
      * uses the socket: it always does) leaves the peer an end without a

@@ -43,7 +43,8 @@
  *             the log): set-up failures, the peer's close (0) or loss
  *             (RMX_ECONNRESET), a broken ring or protocol (RMX_EPROTO),
  *             set-up taking too long (RMX_ETIMEDOUT), or, when the owner
- *             closes first, RMX_ECANCELED just before closed. After end no
+ *             closes first, RMX_ECANCELED just before closed (the cause a
+ *             call found, if the loop had not raised it yet). After end no
  *             readable or writable; the owner closes the channel;
  *   closed    once, after close, the last call: memory and fds are given
  *             back, the channel's memory is the owner's again.
@@ -93,7 +94,7 @@ typedef struct rmx_shm_chan_cfg {
   const char *boot_id_path; /* tests: read this side's boot id here (NULL: the kernel's) */
 } rmx_shm_chan_cfg_t;
 
-enum { CH_IDLE, CH_CONNECTING, CH_WAIT_HELLO, CH_WAIT_ANSWER, CH_UP, CH_ENDED };
+enum { CH_IDLE, CH_WAIT_HELLO, CH_WAIT_ANSWER, CH_UP, CH_ENDED };
 
 struct rmx_shm_chan {
   void *data; /* the owner's */
