@@ -10,7 +10,9 @@
  * docs/architecture.md, "Shared memory: the channel".
  *
  * Set-up. A listener binds a filesystem path, or an abstract name
- * "@NAME" (Linux: no file, gone with the socket). The accepting side
+ * "@NAME" (Linux: no file, gone with the socket, and no permissions: any
+ * process in the network namespace may connect; admitting a peer is for
+ * the layers above). The accepting side
  * creates the segment and sends, in one message with its three fds
  * (memfd, its doorbell, the connector's doorbell; SCM_RIGHTS), a hello;
  * the connector checks it, attaches and answers; each side's ready comes
