@@ -34,7 +34,8 @@
  * delivered, then end(0). An end with no bye first: what is in the ring
  * is delivered too, then end(RMX_ECONNRESET).
  *
- * Callbacks come from the loop only, never from inside a call of ours:
+ * Callbacks come from the loop, or from rmx__shm_chan_poll (making them
+ * is its purpose), never from inside another call of ours:
  *   ready     once, when set-up is done (not when it fails);
  *   readable  bytes came that were not there at its last call: the owner
  *             peeks, copies and consumes what it can; bytes left (part of
