@@ -21,21 +21,8 @@
 #include <unistd.h>
 
 #include "../../transport/shm/seg.h"
-
-static void pin(int cpu)
-{
-  cpu_set_t s;
-  CPU_ZERO(&s);
-  CPU_SET(cpu, &s);
-  if (sched_setaffinity(0, sizeof(s), &s) != 0)
-    fprintf(stderr, "shm_ring_lat: cannot pin to CPU %d: %s\n", cpu, strerror(errno));
-}
-
-static void die(const char *what)
-{
-  fprintf(stderr, "shm_ring_lat: %s\n", what);
-  exit(1);
-}
+#define LAT_PROG "shm_ring_lat"
+#include "lat.h"
 
 /* Wait until the ring has data (rx) or room (tx). */
 static void wait_ring(rmx_shm_ring_t *r, int bell, int sleep)
@@ -79,19 +66,6 @@ static void recv_msg(rmx_shm_ring_t *rx, int bell, int sleep, uint8_t *p, size_t
     p += k;
     n -= (size_t)k;
   }
-}
-
-static double now_ns(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 static void run(int sleep, long n, size_t size)

@@ -100,7 +100,8 @@ ssize_t rmx__shm_fds_recv(int sock, void *buf, size_t len, int *fds, int nfds)
   int got[RMX_SHM_FDS_MAX + 1], n;
   int odd = fds_take(&msg, got, nfds + 1, &n);
   if (k > 0 && !odd && n == nfds && !(msg.msg_flags & MSG_CTRUNC)) {
-    memcpy(fds, got, sizeof(int) * nfds);
+    if (nfds > 0) /* fds may be NULL when none are expected */
+      memcpy(fds, got, sizeof(int) * nfds);
     return k;
   }
   for (int i = 0; i < n && i < nfds + 1; i++) /* the rest are closed already */

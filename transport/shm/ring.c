@@ -200,6 +200,17 @@ ssize_t rmx__shm_ring_write(rmx_shm_ring_t *r, const struct iovec *iov, int n)
   return done;
 }
 
+ssize_t rmx__shm_ring_room(rmx_shm_ring_t *r)
+{
+  if (r->broken)
+    return RMX_EPROTO;
+  if (!r->producer)
+    return RMX_EINVAL;
+  if (tail_load(r) != 0)
+    return RMX_EPROTO;
+  return r->cap - (r->pos - r->seen);
+}
+
 ssize_t rmx__shm_ring_arm_write(rmx_shm_ring_t *r)
 {
   if (r->broken)

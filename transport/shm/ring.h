@@ -117,6 +117,11 @@ ssize_t rmx__shm_ring_read(rmx_shm_ring_t *r, void *dst, size_t n);
  * too: it is woken when more bytes come. */
 ssize_t rmx__shm_ring_arm_read(rmx_shm_ring_t *r);
 
+/* Producer: the free room now (reading the consumer's tail, checked), for
+ * a caller that polls instead of arming. The free bytes (0: full), or an
+ * error as write. */
+ssize_t rmx__shm_ring_room(rmx_shm_ring_t *r);
+
 /* Producer about to sleep for room: likewise. Returns 0 (armed: no room
  * was freed since it last looked), the free bytes (> 0), or an error as
  * write. */
