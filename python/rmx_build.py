@@ -124,6 +124,7 @@ int rmx_ctx_fd(rmx_ctx_t *ctx);
 int rmx_ctx_timeout(rmx_ctx_t *ctx);
 int rmx_ctx_progress(rmx_ctx_t *ctx);
 int rmx_ctx_flush(rmx_ctx_t *ctx);
+int rmx_ctx_wait(rmx_ctx_t *ctx);
 int rmx_ctx_stats_get(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st, size_t size);
 
 int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *arg,

@@ -340,6 +340,27 @@ int rmx_ctx_progress(rmx_ctx_t *ctx)
   return RMX_ECANCELED;
 }
 
+/* A pass, then, when it found nothing and ran nothing, one turn that
+ * sleeps in the loop's own poll until an event or timer (rmx_ctx_run's
+ * wait, one call at a time): no second poll around the loop's. */
+int rmx_ctx_wait(rmx_ctx_t *ctx)
+{
+  if (!ctx || ctx->in_cb || !ctx->owns_loop || ctx->running)
+    return RMX_EINVAL;
+  if (ctx->dying)
+    return RMX_ECANCELED;
+  unsigned ran_before = ctx->ran;
+  ctx->running = 1;
+  int n = rmx__progress_pass(ctx);
+  if (!ctx->dying)
+    rmx__progress_turn_mode(ctx, n == 0 && ctx->ran == ran_before ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+  ctx->running = 0;
+  if (!ctx->dying)
+    return progress_count(ctx, ran_before, n);
+  ctx_finish_owned(ctx);
+  return RMX_ECANCELED;
+}
+
 /* The send half of a pass alone: no transport is polled and the loop does
  * not turn, so a caller that just sent (and will sleep on the fd) spends
  * one write, not a read that finds nothing and a poll of the backend too. */

@@ -212,22 +212,20 @@ RMX_API void rmx_ctx_stop(rmx_ctx_t *ctx);
  * @name Polling, and driving a context from another event loop
  * rmx_ctx_progress() is the call an application spins on to poll (as UCX's
  * ucp_worker_progress): each call asks every transport for what is ready
- * (verbs polls its completion queues, TCP reads the connection that last
- * had input), runs the callbacks, and hands what they and the application
- * posted to the device or socket (one doorbell or one write per
- * connection), without a turn of libuv's loop. Set RMX_PROGRESS=poll for
- * it: the loop, which timers, connection set-up, other sockets and
- * rmx_ctx_post() need, then turns inside the call once every few hundred
- * calls; in event and adaptive progress it turns on every call.
+ * (verbs polls its CQs, TCP reads the connection that last had input),
+ * runs the callbacks, and hands what they and the application posted to
+ * the device or socket (one doorbell or write per connection), with no
+ * turn of libuv's loop. RMX_PROGRESS=poll is for it: the loop (timers,
+ * connection set-up, rmx_ctx_post()) then turns inside the call once every
+ * few hundred calls; in event and adaptive progress, on every call.
  *
- * For programs whose loop is not libuv (epoll, poll, Python's asyncio): a
- * context with a private loop (created with loop NULL) hands out one file
- * descriptor. Wait until it is readable, or until rmx_ctx_timeout() has
- * passed, then call rmx_ctx_progress(); repeat. All three belong to the
- * thread that created the context, like every rmx call but rmx_ctx_post().
- * On the caller's libuv loop, call rmx_ctx_progress() from the caller's
- * own code and keep turning that loop (rmx never does). docs/tuning.md,
- * "Spinning on rmx_ctx_progress", has the loop.
+ * For programs whose loop is not libuv (epoll, Python's asyncio): a context
+ * with a private loop (loop NULL) hands out one file descriptor. Wait until
+ * it is readable or rmx_ctx_timeout() has passed, call rmx_ctx_progress(),
+ * repeat (or block in rmx_ctx_wait()). They belong to the thread that made
+ * the context, as every call but rmx_ctx_post(). On the caller's libuv loop,
+ * call rmx_ctx_progress() from its own code and keep turning that loop.
+ * docs/tuning.md, "Spinning on rmx_ctx_progress", has the loop.
  * @{
  */
 /** @brief The descriptor to wait on for readability (libuv's backend fd).
@@ -259,6 +257,11 @@ RMX_API int rmx_ctx_progress(rmx_ctx_t *ctx);
  *  polling nothing and turning no loop: after sends, before sleeping on the fd.
  *  @param ctx  as for rmx_ctx_progress()  @return 0, or as rmx_ctx_progress(). */
 RMX_API int rmx_ctx_flush(rmx_ctx_t *ctx);
+/** @brief rmx_ctx_progress(), but when nothing is ready, first sleep in the private
+ *  loop until something is or rmx's next timer is due (as rmx_ctx_run() waits):
+ *  the blocking call for a caller with nothing else to wait for.
+ *  @param ctx  a context created with loop NULL  @return as rmx_ctx_progress(). */
+RMX_API int rmx_ctx_wait(rmx_ctx_t *ctx);
 /** @} */
 
 /**
@@ -573,17 +576,13 @@ RMX_API size_t rmx_buf_size(const rmx_buf_t *b);
  *  @param b  a buffer still the caller's (invalid afterwards), or NULL */
 RMX_API void rmx_buf_put(rmx_buf_t *b);
 
-/**
- * @brief Send the first @p len bytes of a pool buffer, without copying.
- * On 0 the buffer belongs to rmx and returns to the pool after @p on_sent;
- * on error it still belongs to the caller.
+/** @brief Send the first @p len bytes of a pool buffer, without copying. On 0 the
+ *  buffer is rmx's and goes back to the pool after @p on_sent; on error, still the caller's.
  * @param c  an established connection of the buffer's context
  * @param b  a buffer from rmx_buf_get(), still the caller's
  * @param len  bytes of it to send, at most rmx_buf_size()
- * @param on_sent  as rmx_send()
- * @param arg  passed to @p on_sent
- * @return as rmx_send(); @ref RMX_EINVAL also when @p b is NULL or too small.
- */
+ * @param on_sent  as rmx_send()  @param arg  passed to @p on_sent
+ * @return as rmx_send(); @ref RMX_EINVAL also when @p b is NULL or too small. */
 RMX_API int rmx_send_buf(rmx_conn_t *c, rmx_buf_t *b, size_t len, rmx_send_cb on_sent,
                          void *arg);
 /**@}*/

@@ -8,10 +8,11 @@
         conn.send(b"hello")
         print(conn.recv())
 
-Each blocking call runs rmx's progress itself (rmx_ctx_progress), and
-between progresses sleeps on the context's wait-fd with ``select.epoll``
-(``progress="event"``, the default) or keeps polling (``"poll"``: the
-lowest latency, a core busy). No loop turn, future or task stands between
+Each blocking call runs rmx's progress itself: in ``progress="event"``
+(the default) it sleeps inside rmx's loop between events (rmx_ctx_wait;
+with a time limit, on the context's wait-fd with ``select.epoll``), in
+``"poll"`` it keeps polling (rmx_ctx_progress: the lowest latency, a core
+busy). No loop turn, future or task stands between
 a message and the caller, which is what makes this the fast path
 (docs/python.md, "Without an event loop"). A context and its objects
 belong to the thread that made it (RmxThreadError from any other); it may
@@ -111,21 +112,29 @@ class Context:
         """Run progress until ``done()`` is true (True) or ``timeout`` seconds
         have passed (False; None: no limit)."""
         ctx = self._check()
-        end = None if timeout is None else time.monotonic() + timeout
-        # Sleep first, progress after: a message already there makes the
-        # fd readable, so the wait returns at once, and the turn that
-        # finds nothing (a system call and a crossing into C) is saved.
+        if timeout is None:
+            # Spinning: progress, the tightest loop (no clock, no sleep).
+            # Sleeping: rmx_ctx_wait sleeps in rmx's own loop, its poll
+            # alone, as rmx_ctx_run does.
+            step, what = ((lib.rmx_ctx_progress, "rmx_ctx_progress") if self._spin
+                          else (lib.rmx_ctx_wait, "rmx_ctx_wait"))
+            while not done():
+                rc = step(ctx)
+                if rc < 0:
+                    raise make_error(rc, what)
+            return True
+        end = time.monotonic() + timeout
+        # With a limit: sleep first, progress after. A message already there
+        # makes the fd readable, so the wait returns at once, and the turn
+        # that would find nothing (a system call, a crossing into C) is saved.
         while not done():
-            left = None if end is None else end - time.monotonic()
-            if left is not None and left <= 0:
+            left = end - time.monotonic()
+            if left <= 0:
                 return False
             if not self._spin:
                 ms = lib.rmx_ctx_timeout(ctx)
                 if ms != 0:
-                    wait = -1.0 if ms < 0 else ms / 1000.0
-                    if left is not None:
-                        wait = left if wait < 0 else min(wait, left)
-                    self._ep.poll(wait, 1)
+                    self._ep.poll(left if ms < 0 else min(ms / 1000.0, left), 1)
             rc = lib.rmx_ctx_progress(ctx)
             if rc < 0:
                 raise make_error(rc, "rmx_ctx_progress")
@@ -230,6 +239,12 @@ class Connection:
         for up to RMX_EAGER_MSG_MIN (248) bytes (copied and written in the
         call), else when the send completes (its failure raises here)."""
         c = self._usable("send")
+        if type(data) is bytes and len(data) <= _COPIED:  # cffi lends its bytes for the call
+            rc = lib.rmx_send(c, data, len(data), ffi.NULL, ffi.NULL)
+            if rc < 0:
+                raise make_error(rc, "send")
+            lib.rmx_ctx_flush(self._ctx._ctx)
+            return
         n, ptr, keep = reg.buffer_of(data)
         if n <= _COPIED:
             rc = lib.rmx_send(c, ptr, n, ffi.NULL, ffi.NULL)
@@ -255,9 +270,18 @@ class Connection:
         """The next message. ConnectionClosed once the connection is closed
         (by either side on purpose) and every message taken; the loss's
         error if it was lost; RmxTimeoutError after ``timeout`` seconds."""
-        self._ctx._check()
         q = self._queue
-        if not q and not self._ctx.wait(
+        if q and self._ctx._thread == threading.get_ident():
+            return q.popleft()
+        ctx = self._ctx
+        c = ctx._check()
+        if not q and ctx._spin and timeout is None:  # wait()'s spin, inline: the hot path
+            progress = lib.rmx_ctx_progress
+            while not q and self._down is None and self._c is not None:
+                rc = progress(c)
+                if rc < 0:
+                    raise make_error(rc, "rmx_ctx_progress")
+        if not q and not ctx.wait(
                 lambda: bool(q) or self._down is not None or self._c is None, timeout):
             raise make_error(lib.RMX_ETIMEDOUT, "recv", RmxTimeoutError)
         if q:

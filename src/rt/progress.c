@@ -77,13 +77,15 @@ void rmx__progress_flush(rmx_ctx_t *ctx)
 /* One turn of the loop without blocking, posts included (the wake-up of
  * rmx_ctx_post keeps no loop alive: hold it for the turn). Returns what
  * uv_run does: nonzero while something keeps the loop alive. */
-int rmx__progress_turn(rmx_ctx_t *ctx)
+int rmx__progress_turn(rmx_ctx_t *ctx) { return rmx__progress_turn_mode(ctx, UV_RUN_NOWAIT); }
+
+int rmx__progress_turn_mode(rmx_ctx_t *ctx, uv_run_mode mode)
 {
   ctx->passes = ctx->busy = 0;
   ctx->turn_due = 0;
   atomic_store_explicit(&ctx->post_due, 0, memory_order_relaxed); /* the turn runs them */
   uv_ref((uv_handle_t *)&ctx->async);
-  int alive = uv_run(ctx->loop, UV_RUN_NOWAIT);
+  int alive = uv_run(ctx->loop, mode);
   uv_unref((uv_handle_t *)&ctx->async);
   ctx->turned_at = uv_hrtime();
   return alive;

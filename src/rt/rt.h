@@ -49,6 +49,8 @@ int rmx__progress_pass(rmx_ctx_t *ctx);
 void rmx__progress_flush(rmx_ctx_t *ctx);
 /* One non-blocking turn of the loop (timers, connection events, posts). */
 int rmx__progress_turn(rmx_ctx_t *ctx);
+/* One turn in the given mode: UV_RUN_ONCE sleeps until an event or timer. */
+int rmx__progress_turn_mode(rmx_ctx_t *ctx, uv_run_mode mode);
 #define RMX__BUSY_CLOCK_EVERY 16 /* passes with work between two clock reads */
 #define RMX__TURN_NS 1000000ull  /* turn at least this often while passes find work */
 /* Counts a pass that found work (found > 0) or not: is a turn due after it

@@ -8,6 +8,11 @@
  * Nothing is read: a message waiting for the sender stays until its next
  * progress. Refused where progress is (NULL, inside a callback); a destroy
  * from an on_sent it runs ends the context (RMX_ECANCELED).
+ * rmx_ctx_wait(): a progress that, with nothing ready, sleeps in the loop
+ * until something is: woken by another thread's rmx_ctx_post and by a
+ * message, each within a few calls (a wait that did not sleep would
+ * return 0 over and over), and refused where progress is and on the
+ * caller's loop.
  *
  *   rmx-ctx-flush tcp
  */
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <uv.h>
 #include <cmocka.h>
@@ -28,7 +34,7 @@
 typedef struct side {
   rmx_ctx_t *ctx;
   rmx_conn_t *c;
-  int connected, recvs, sent, sent_bad, closed, flush_in_cb;
+  int connected, recvs, sent, sent_bad, closed, flush_in_cb, wait_in_cb;
   size_t last_len;
   uint8_t last[64];
 } side_t;
@@ -42,6 +48,7 @@ static void on_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
   s->last_len = len;
   memcpy(s->last, data, len < sizeof(s->last) ? len : sizeof(s->last));
   s->flush_in_cb = rmx_ctx_flush(s->ctx); /* not from a callback */
+  s->wait_in_cb = rmx_ctx_wait(s->ctx);
 }
 
 static const rmx_conn_cbs_t cbs = {.on_recv = on_recv};
@@ -162,6 +169,7 @@ static void a_flush_writes_and_reports_the_ends(void **state)
     assert_int_equal(srv.last_len, sizeof(mid));
     assert_memory_equal(srv.last, mid, sizeof(srv.last));
     assert_int_equal(srv.flush_in_cb, RMX_EINVAL);
+    assert_int_equal(srv.wait_in_cb, RMX_EINVAL);
   }
 
   /* An answer waits for the sender's progress: flushing reads nothing. */
@@ -214,6 +222,56 @@ static void refused_and_a_destroy_from_on_sent(void **state)
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static int posted;
+static void post_fn(void *arg) { posted = *(int *)arg; }
+
+static void *post_later(void *arg)
+{
+  static int one = 1;
+  usleep(50000);
+  assert_int_equal(rmx_ctx_post(arg, post_fn, &one), 0);
+  return NULL;
+}
+
+/* Calls of rmx_ctx_wait until *counter reaches want. */
+static int waits_until(rmx_ctx_t *ctx, const int *counter, int want)
+{
+  int calls = 0, rc;
+  while (*counter < want) {
+    assert_true((rc = rmx_ctx_wait(ctx)) >= 0);
+    calls++;
+  }
+  assert_true(rc > 0); /* the call that ran it says so */
+  return calls;
+}
+
+static void a_wait_sleeps_until_something_comes(void **state)
+{
+  side_t cli, srv;
+  pthread_t t;
+  assert_int_equal(rmx_ctx_wait(NULL), RMX_EINVAL);
+  pair(&cli, &srv);
+  posted = 0;
+  assert_int_equal(pthread_create(&t, NULL, post_later, cli.ctx), 0);
+  assert_true(waits_until(cli.ctx, &posted, 1) <= 4); /* slept, not spun, for 50 ms */
+  pthread_join(t, NULL);
+
+  assert_int_equal(rmx_send(srv.c, "wake", 4, NULL, NULL), 0);
+  assert_int_equal(rmx_ctx_flush(srv.ctx), 0);
+  assert_true(waits_until(cli.ctx, &cli.recvs, 1) <= 4);
+  assert_int_equal(cli.last_len, 4);
+  unpair(&cli, &srv);
+
+  uv_loop_t loop; /* the caller's loop is the caller's to sleep in */
+  rmx_ctx_t *ctx;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  assert_int_equal(rmx_ctx_create(&ctx, &loop, NULL), 0);
+  assert_int_equal(rmx_ctx_wait(ctx), RMX_EINVAL);
+  assert_int_equal(rmx_ctx_destroy(ctx), 0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(int argc, char **argv)
 {
   if (harness_args(argc, argv) != 0)
@@ -222,6 +280,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_flush_writes_and_reports_the_ends),
     cmocka_unit_test(refused_and_a_destroy_from_on_sent),
+    cmocka_unit_test(a_wait_sleeps_until_something_comes),
   };
   return cmocka_run_group_tests_name("ctx-flush", tests, NULL, NULL);
 }
