@@ -67,7 +67,7 @@ print(f"perf_check: {len(rows)} JSON lines as expected")
 PY
 
 # usage: help on stdout with 0; what is wrong on stderr with 2
-"$bin/rmx-perf" --help | grep -q 'send_lat'
+grep -q 'send_lat' <<<"$("$bin/rmx-perf" --help)"
 for bad in "client $uri -t nosuch" "client $uri -s 0" "client $uri -W 0" "client" \
            "client $uri --bogus" "server a b" "client $uri -n x" "client nonsense"; do
   set +e

@@ -34,11 +34,13 @@ install() { # install DIR, with the environment given
   (cd / && PYTHONPATH="$tmp/$dest" "$py" "$tmp/echo.py")
 }
 dest=site-build install RMX_BUILD_DIR="$build"
-ldd "$tmp"/site-build/rmx/_rmx_cffi*.so | grep -q "$build/lib/librmx.so" ||
+# ldd's output read whole before grep: grep -q leaving early would end ldd
+# with SIGPIPE, which pipefail counts as a failure
+grep -q "$build/lib/librmx.so" <<<"$(ldd "$tmp"/site-build/rmx/_rmx_cffi*.so)" ||
   { echo "python.build: the module does not run with $build's librmx" >&2; exit 1; }
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 pc=$(dirname "$(find "$tmp/prefix" -name rmx.pc | head -1)")
 dest=site-prefix install -u RMX_BUILD_DIR PKG_CONFIG_PATH="$pc"
-ldd "$tmp"/site-prefix/rmx/_rmx_cffi*.so | grep -q "$tmp/prefix/.*librmx.so" ||
+grep -q "$tmp/prefix/.*librmx.so" <<<"$(ldd "$tmp"/site-prefix/rmx/_rmx_cffi*.so)" ||
   { echo "python.build: the module does not run with the installed librmx" >&2; exit 1; }
 echo "python.build: ok"

@@ -19,7 +19,7 @@ mkdir -p "$out"
 cp -r "$src/python/rmx" "$out/rmx"
 RMX_BUILD_DIR=$build RMX_SOURCE_DIR=$src "$py" "$src/python/rmx_build.py" "$out" >/dev/null
 run=(env PYTHONPATH="$out" RMXPY_BIN="$build/bin")
-if ldd "$build/lib/librmx.so" | grep -q libasan; then
+if grep -q libasan <<<"$(ldd "$build/lib/librmx.so")"; then # read whole: no SIGPIPE under pipefail
   run+=(LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)")
   run+=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0") # the last one counts
 fi

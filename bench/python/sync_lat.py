@@ -3,7 +3,9 @@
 echo round trip over tcp://127.0.0.1 in each progress mode, event (both
 sides sleep between messages) and poll (both sides spin), servers on CPU 0
 (a subprocess), clients on CPU 1, repetitions interleaved. The C figure is
-rmx-perf's send_lat doubled under the same RMX_PROGRESS.
+rmx-perf's send_lat doubled under the same RMX_PROGRESS; "one end" is an
+rmx.sync client against rmx-perf's (C) echo server, so the difference to
+C is what Python costs one end of the round trip.
 
     PYTHONPATH=build/python-tcp python3 bench/python/sync_lat.py [RUNS]
 """
@@ -61,12 +63,14 @@ def run_sync(mode: str) -> float:
         srv.wait(30)
 
 
-def run_c(mode: str) -> float:
+def run_c(mode: str, py_client: bool = False) -> float:
     env = dict(os.environ, RMX_PROGRESS=mode)
     srv = subprocess.Popen(pinned(0) + [PERF, "server", "tcp://127.0.0.1:0"], env=env,
                            stdout=subprocess.PIPE, text=True)
     try:
         uri = srv.stdout.readline().split()[-1]
+        if py_client:
+            return client(mode, uri)
         out = subprocess.run(pinned(1) + [PERF, "client", uri, "-t", "send_lat", "-s", "8", "-n",
                                           str(ITERS), "--json"],
                              env=env, capture_output=True, text=True, timeout=300)
@@ -83,19 +87,26 @@ def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
-    res = {(m, t): [] for m in ("event", "poll") for t in ("sync", "c")}
+    tools = ("sync", "c", "one")
+    res = {(m, t): [] for m in ("event", "poll") for t in tools}
     for rep in range(runs):
         for mode in ("event", "poll") if rep % 2 == 0 else ("poll", "event"):
-            for tool in ("sync", "c") if rep % 2 == 0 else ("c", "sync"):
-                res[(mode, tool)].append(run_sync(mode) if tool == "sync" else run_c(mode))
+            for tool in tools[rep % 3:] + tools[:rep % 3]:
+                res[(mode, tool)].append(run_sync(mode) if tool == "sync" else
+                                         run_c(mode, py_client=tool == "one"))
     print(f"\n{runs} repetition(s); 8 B echo round trip, median us (each repetition's)\n")
-    print("| progress | rmx.sync | rmx C | rmx.sync - rmx C |")
-    print("|---|---|---|---|")
+    print("| progress | rmx.sync | rmx C | rmx.sync - rmx C | one end: rmx.sync client, "
+          "C server | one end - rmx C |")
+    print("|---|---|---|---|---|---|")
+
+    def diff(a: list, b: list) -> str:
+        d = [x - y for x, y in zip(a, b)]
+        return f"{statistics.median(d):.1f} ({' '.join(f'{x:.1f}' for x in d)})"
+
     for mode in ("event", "poll"):
-        s, c = res[(mode, "sync")], res[(mode, "c")]
-        d = [a - b for a, b in zip(s, c)]
+        s, c, o = (res[(mode, t)] for t in tools)
         print(f"| {mode} | {statistics.median(s):.1f} | {statistics.median(c):.1f} | "
-              f"{statistics.median(d):.1f} ({' '.join(f'{x:.1f}' for x in d)}) |")
+              f"{diff(s, c)} | {statistics.median(o):.1f} | {diff(o, c)} |")
 
 
 main()
