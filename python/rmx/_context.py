@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import threading
 import weakref
-from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Set, Union
+from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Set, Tuple, Union
 
 from . import _registry as reg
 from ._conn import AcceptHandler, Buffer, Connection, Listener, _CONNECTING, _uri_arg, _uri_error
@@ -17,6 +17,21 @@ RpcHandler = Callable[[bytes], Union[Buffer, Awaitable[Buffer]]]
 _BURST = 64  # small sends in a row without giving the loop a turn
 _PROGRESS = {"event": "RMX_PROGRESS_EVENT", "poll": "RMX_PROGRESS_POLL",
              "adaptive": "RMX_PROGRESS_ADAPTIVE"}
+
+
+def new_ctx(progress: int, config: Optional[Mapping[str, int]]) -> Tuple[Any, Any]:
+    """An rmx_ctx_t on a private loop and the rmx_config_t it was made with:
+    progress (an RMX_PROGRESS_* value), then ``config``'s fields by name."""
+    cfg = ffi.new("rmx_config_t *")
+    check(lib.rmx_config_init(cfg), "config")
+    cfg.progress = progress
+    for key, value in (config or {}).items():
+        if key in ("size", "progress") or not hasattr(cfg, key):
+            raise ValueError(f"unknown rmx_config_t field {key!r}")
+        setattr(cfg, key, value)
+    pp = ffi.new("rmx_ctx_t **")
+    check(lib.rmx_ctx_create(pp, ffi.NULL, cfg), "rmx_ctx_create")
+    return pp[0], cfg
 
 
 class _Handler:
@@ -63,18 +78,9 @@ class Context:
         self._loop = loop or asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self._ctx = None
-        cfg = ffi.new("rmx_config_t *")
-        check(lib.rmx_config_init(cfg), "config")
         if progress not in _PROGRESS:
             raise ValueError(f"progress must be one of {sorted(_PROGRESS)}")
-        cfg.progress = getattr(lib, _PROGRESS[progress])
-        for key, value in (config or {}).items():
-            if key in ("size", "progress") or not hasattr(cfg, key):
-                raise ValueError(f"unknown rmx_config_t field {key!r}")
-            setattr(cfg, key, value)
-        pp = ffi.new("rmx_ctx_t **")
-        check(lib.rmx_ctx_create(pp, ffi.NULL, cfg), "rmx_ctx_create")
-        self._ctx = pp[0]
+        self._ctx, cfg = new_ctx(getattr(lib, _PROGRESS[progress]), config)
         self.progress_mode = progress
         self._max_inflight = max(1, cfg.rpc_max_inflight)
         self.max_msg_size: int = cfg.max_msg_size

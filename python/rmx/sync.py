@@ -30,28 +30,16 @@ import time
 from typing import Any, Callable, Mapping, Optional
 
 from . import _registry as reg
+from ._conn import _closed_error as _closed, _uri_arg, _uri_error
+from ._context import new_ctx
 from ._rmx_cffi import ffi, lib
-from .errors import (ConnectionClosed, RmxThreadError, RmxTimeoutError, check, make_error)
+from .errors import RmxThreadError, RmxTimeoutError, make_error
 
 __all__ = ["Context", "Connection", "Listener"]
 
 _COPIED = lib.RMX_EAGER_MSG_MIN  # sends up to this size are copied in rmx_send
 _CBS = reg.conn_cbs()
 _PROGRESS = {"event": "RMX_PROGRESS_EVENT", "poll": "RMX_PROGRESS_POLL"}
-
-
-def _closed(what: str, status: int = 0) -> Exception:
-    if status < 0:
-        return make_error(status, what)
-    return make_error(lib.RMX_ENOTCONN, what, ConnectionClosed)
-
-
-def _uri(uri: Any) -> bytes:
-    if not isinstance(uri, str):
-        raise TypeError(f"a URI is a str, not {type(uri).__name__}")
-    if not uri or "\0" in uri:
-        raise ValueError("a URI is a non-empty string without NUL")
-    return uri.encode()
 
 
 class _Sent:
@@ -85,16 +73,7 @@ class Context:
                                "loop: use rmx.Context there")
         self._ctx = None
         self._thread = threading.get_ident()
-        cfg = ffi.new("rmx_config_t *")
-        check(lib.rmx_config_init(cfg), "config")
-        cfg.progress = getattr(lib, _PROGRESS[progress])
-        for key, value in (config or {}).items():
-            if key in ("size", "progress") or not hasattr(cfg, key):
-                raise ValueError(f"unknown rmx_config_t field {key!r}")
-            setattr(cfg, key, value)
-        pp = ffi.new("rmx_ctx_t **")
-        check(lib.rmx_ctx_create(pp, ffi.NULL, cfg), "rmx_ctx_create")
-        self._ctx = pp[0]
+        self._ctx, _ = new_ctx(getattr(lib, _PROGRESS[progress]), config)
         self._spin = progress == "poll"
         self._ep = select.epoll()
         self._ep.register(lib.rmx_ctx_fd(self._ctx), select.EPOLLIN)
@@ -144,12 +123,13 @@ class Context:
         """Connect and wait until it is established (RmxTimeoutError after
         ``timeout`` seconds, the connection closed)."""
         ctx = self._check()
+        curi = _uri_arg(uri, "connect")  # before anything is held
         conn = Connection(self, None)
         pc = ffi.new("rmx_conn_t **")
-        rc = lib.rmx_connect(ctx, _uri(uri), lib._py_on_connected, reg.as_arg(conn._tok), pc)
+        rc = lib.rmx_connect(ctx, curi, lib._py_on_connected, reg.as_arg(conn._tok), pc)
         if rc < 0:
             conn._forget()
-            raise make_error(rc, f"connect to {uri}")
+            raise _uri_error(rc, f"connect to {uri}")
         conn._c = pc[0]
         if not self.wait(lambda: conn._up is not None, timeout):
             conn.close()
@@ -314,14 +294,15 @@ class Listener:
 
     def __init__(self, ctx: Context, uri: str) -> None:
         c = ctx._check()
+        curi = _uri_arg(uri, "listen")  # before anything is held
         self._ctx = ctx
-        self._tok = reg.hold(self)
         self._queue: collections.deque = collections.deque()
         lp = ffi.new("rmx_listener_t **")
-        rc = lib.rmx_listen(c, _uri(uri), lib._py_on_accept, reg.as_arg(self._tok), lp)
+        self._tok = reg.hold(self)
+        rc = lib.rmx_listen(c, curi, lib._py_on_accept, reg.as_arg(self._tok), lp)
         if rc < 0:
             reg.release(self._tok)
-            raise make_error(rc, f"listen on {uri}")
+            raise _uri_error(rc, f"listen on {uri}")
         self._l = lp[0]
         buf = ffi.new("char[]", 128)
         rc = lib.rmx_listener_uri(self._l, buf, 128)

@@ -99,10 +99,14 @@ def test_refused_connect_and_bad_arguments():
         lst.close()
         with pytest.raises(rmx.RmxError):
             ctx.connect(uri, timeout=30)  # nobody listens there now
+        held = len(reg._objs)
         with pytest.raises(TypeError):
             ctx.connect(7000)
+        with pytest.raises(TypeError):
+            ctx.listen(b"tcp://127.0.0.1:0")
         with pytest.raises(ValueError):
             ctx.listen("")
+        assert len(reg._objs) == held and not ctx._conns  # a refused call holds nothing
         with pytest.raises(rmx.RmxError) as e:
             ctx.listen("nonsense")
         assert e.value.code == rmx._lib.RMX_EINVAL
