@@ -85,10 +85,10 @@ rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp, int passive)
   rmx_list_push(&tp->conns, &tc->tp_link);
   tp->nconns++;
   tc->serial = ++tp->next_serial;
-  uv_tcp_init(tp->loop, &tc->h);
   uv_timer_init(tp->loop, &tc->timer);
-  tc->h.data = tc->timer.data = tc;
-  tc->open_handles = 2;
+  tc->timer.data = tc;
+  tc->open_handles = 1;
+  tp->pipe->open(tc);
   tp->live++;
   uv_timer_start(&tc->timer, timer_cb, handshake_ms(tc), 0);
   return tc;
@@ -139,23 +139,31 @@ void rmx__tcp_sock_opts(rmx_tp_conn_t *tc)
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
 }
 
-static void connect_cb(uv_connect_t *req, int status)
+void rmx__tcp_connected(rmx_tp_conn_t *tc, int status)
 {
-  rmx_tp_conn_t *tc = req->data;
   int rc;
-  if (status == UV_ECANCELED || tc->closing)
+  if (tc->closing)
     return;
   if (status) {
-    rmx__tcp_fail(tc, rmx__uv_err(status));
+    rmx__tcp_fail(tc, status);
     return;
   }
-  rmx__tcp_sock_opts(tc);
   if ((rc = rmx__tcp_write_small(tc, W_CTRL, TF_HELLO, tc->hello, tc->hello_len)) != 0 ||
-      (rc = rmx__uv_err(rmx__tcp_read_start(tc))) != 0) {
+      (rc = rmx__tcp_read_start(tc)) != 0) {
     rmx__tcp_fail(tc, rc);
     return;
   }
   tc->state = TC_HELLO_SENT;
+}
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+  rmx_tp_conn_t *tc = req->data;
+  if (status == UV_ECANCELED || tc->closing)
+    return;
+  if (status == 0)
+    rmx__tcp_sock_opts(tc);
+  rmx__tcp_connected(tc, rmx__uv_err(status));
 }
 
 int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
@@ -209,7 +217,7 @@ void rmx__tcp_reject(rmx_tp_conn_t *tc, int status)
   tc->owner = NULL;
   tc->state = TC_REJECTING;
   rmx__tf_reject_put(body, status);
-  uv_read_stop((uv_stream_t *)&tc->h);
+  tc->tp->pipe->read_stop(tc);
   if (rmx__tcp_write_small(tc, W_REJECT, TF_REJECT, body, sizeof(body)) != 0)
     rmx__tcp_conn_close(tc);
 }

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The byte stream of one TCP connection over its uv_tcp_t: frames handed
- * to libuv write requests (or written at once with uv_try_write), the read
- * buffer where frames are reassembled and parsed in place, payloads that
- * stream from the socket straight to where they belong, and the socket's
- * end. What a frame means is for the files above (tcp.h), reached through
- * tp->up.
+ * The byte stream of one connection over its pipe (tcp.h: a socket, or a
+ * shared-memory channel): frames handed to the pipe's queued writes (or
+ * written at once where it takes them), the read buffer where frames are
+ * reassembled and parsed in place, payloads that stream from the pipe
+ * straight to where they belong, and the connection's end. What a frame
+ * means is for the files above (tcp.h), reached through tp->up.
  *
  * Stream framing: u32 body length, u8 kind, u8 flags, u16 reserved, body;
  * an rmx frame's header is carried in that one (frame.h). A peer that
@@ -22,14 +22,15 @@
 
 static void ended_report(rmx_tp_conn_t *tc);
 
-static void tc_handle_closed(uv_handle_t *h)
+void rmx__tcp_pipe_closed(rmx_tp_conn_t *tc)
 {
-  rmx_tp_conn_t *tc = h->data;
   if (--tc->open_handles != 0)
     return;
   ended_report(tc); /* every op is reported before CLOSED */
   tc->tp->up->closed(tc);
 }
+
+static void timer_closed(uv_handle_t *h) { rmx__tcp_pipe_closed(h->data); }
 
 void rmx__tcp_conn_close(rmx_tp_conn_t *tc)
 {
@@ -47,25 +48,18 @@ void rmx__tcp_conn_close(rmx_tp_conn_t *tc)
     tc->lst = NULL;
     tc->tp->up->slot_free(l); /* the next peer waiting may come in */
   }
-  uv_close((uv_handle_t *)&tc->timer, tc_handle_closed);
-  uv_close((uv_handle_t *)&tc->h, tc_handle_closed);
-}
-
-static void finish_shut(uv_shutdown_t *req, int status)
-{
-  rmx_tp_conn_t *tc = req->data;
-  if (status && !tc->closing)
-    rmx__tcp_conn_close(tc); /* the write side did not drain: nothing left to wait for */
+  uv_close((uv_handle_t *)&tc->timer, timer_closed);
+  tc->tp->pipe->close(tc);
 }
 
 /*
  * The orderly end, after the owner's last frame (BYE): what we wrote goes
- * first, then our FIN (uv_shutdown), and the socket closes when the peer
- * ends its side. Closing at once would be wrong: a socket closed with
- * bytes from the peer unread, or one that gets more afterwards (a credit
- * return, a keepalive), makes the kernel answer with a reset and drop what
- * it had not sent yet, BYE included. Until the peer's end, its bytes are
- * read and dropped. The owner's close deadline bounds the wait
+ * first, then the pipe's shutdown (a socket's FIN), and the socket closes
+ * when the peer ends its side. Closing at once would be wrong: a socket
+ * closed with bytes from the peer unread, or one that gets more afterwards
+ * (a credit return, a keepalive), makes the kernel answer with a reset and
+ * drop what it had not sent yet, BYE included. Until the peer's end, its
+ * bytes are read and dropped. The owner's close deadline bounds the wait
  * (rmx__tcp_conn_close then cuts it short).
  */
 void rmx__tcp_conn_finish(rmx_tp_conn_t *tc)
@@ -78,9 +72,7 @@ void rmx__tcp_conn_finish(rmx_tp_conn_t *tc)
   tc->state = TC_FINISHING;
   tc->sinking = 0; /* a payload still streaming in is dropped too */
   tc->rpos = tc->rlen = 0;
-  tc->sreq.data = tc;
-  if (uv_shutdown(&tc->sreq, (uv_stream_t *)&tc->h, finish_shut) != 0)
-    rmx__tcp_conn_close(tc);
+  tc->tp->pipe->shutdown(tc);
 }
 
 /* I/O is over for this connection: tell the owner once, or just close. */
@@ -95,21 +87,17 @@ void rmx__tcp_fail(rmx_tp_conn_t *tc, int status)
     return;
   }
   tc->dead = 1;
-  uv_read_stop((uv_stream_t *)&tc->h);
+  tc->tp->pipe->read_stop(tc);
   if (tc->owner)
     tc_ev(tc, RMX_TP_EV_DISCONNECTED, status, NULL, NULL, 0);
   else
     rmx__tcp_conn_close(tc);
 }
 
-/* The peer's address for the log, or "?". */
+/* The peer for the log, or "?". */
 const char *rmx__tcp_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
 {
-  struct sockaddr_storage ss;
-  int len = sizeof(ss);
-  if (uv_tcp_getpeername(&tc->h, (struct sockaddr *)&ss, &len) != 0)
-    return "?";
-  return rmx__sa_str((struct sockaddr *)&ss, buf, size);
+  return tc->tp->pipe->peer(tc, buf, size);
 }
 
 void rmx__tcp_proto_fail(rmx_tp_conn_t *tc, const char *why)
@@ -119,10 +107,11 @@ void rmx__tcp_proto_fail(rmx_tp_conn_t *tc, const char *why)
     rmx__tcp_peer(tc, peer, sizeof(peer));
   if (tc->passive && tc->state == TC_WAIT_HELLO) /* not rmx at all (a port scan, HTTP) */
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_hello, uv_now(tc->tp->loop), ERROR,
-                       "tcp: refusing incoming peer %s before its hello: %s", peer, why);
+                       "%s: refusing incoming peer %s before its hello: %s", tc->tp->name,
+                       peer, why);
   else
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_proto, uv_now(tc->tp->loop), ERROR,
-                       "tcp: closing connection with %s: %s", peer, why);
+                       "%s: closing connection with %s: %s", tc->tp->name, peer, why);
   rmx__tcp_fail(tc, RMX_EPROTO);
 }
 
@@ -168,12 +157,12 @@ static void wreq_done(rmx_tp_conn_t *tc, wreq_t *w, int rc)
 
 static void ended_report(rmx_tp_conn_t *tc);
 
-static void write_cb(uv_write_t *req, int status)
+/* A chain the pipe queued has ended (rc: 0 written, or why not). */
+void rmx__tcp_write_end(wreq_t *w, int rc)
 {
-  wreq_t *w = rmx_container_of(req, wreq_t, req), *next;
+  wreq_t *next;
   rmx_tp_conn_t *tc = w->tc;
   wkind_t kind = w->kind;
-  int rc = rmx__uv_err(status);
   tc->wr_busy--;
   ended_report(tc);
   for (; w; w = next) {
@@ -254,10 +243,10 @@ void rmx__tcp_fail_later(rmx_tp_conn_t *tc, int status)
   later(tc);
 }
 
-/* Hand a chain to libuv; its end comes through write_cb. */
-static int uv_write_counted(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n)
+/* Queue a chain on the pipe; its end comes through rmx__tcp_write_end. */
+static int write_counted(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n)
 {
-  int r = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs, n, write_cb);
+  int r = tc->tp->pipe->write(tc, w, bufs, n);
   if (r == 0)
     tc->wr_busy++;
   return r;
@@ -266,18 +255,16 @@ static int uv_write_counted(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, 
 int rmx__tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
   rmx__tcp_flush(tc); /* frames leave in the order they were made */
-  int rc = uv_write_counted(tc, w, bufs, n);
-  if (rc) {
+  int rc = write_counted(tc, w, bufs, n);
+  if (rc)
     W_PUT(tc->tp, w);
-    return rmx__uv_err(rc);
-  }
-  return 0;
+  return rc;
 }
 
 /*
- * Hand a frame to the socket, written at once where the socket takes it
- * all: 1, and w is released. What the socket cannot take goes through
- * uv_write (0), and its end comes through write_cb. An error: w released.
+ * Hand a frame to the pipe, written at once where it takes it all: 1, and
+ * w is released. What it cannot take is queued (0), and its end comes
+ * through rmx__tcp_write_end. An error: w released.
  */
 int rmx__tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
 {
@@ -286,12 +273,10 @@ int rmx__tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)
   rmx__tcp_flush(tc);
   for (unsigned k = 0; k < n; k++)
     total += bufs[k].len;
-  int r = uv_try_write((uv_stream_t *)&tc->h, bufs, n); /* EAGAIN while writes queue */
-  if (r == UV_EAGAIN)
-    r = 0;
+  ssize_t r = tc->tp->pipe->try_write(tc, bufs, n); /* 0 while writes queue */
   if (r < 0) {
     W_PUT(tc->tp, w);
-    return rmx__uv_err(r);
+    return (int)r;
   }
   if ((size_t)r == total) {
     W_PUT(tc->tp, w);
@@ -372,11 +357,11 @@ void rmx__tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsi
 
 /*
  * Write the sends posted since the last flush at once, with one system
- * call, when the socket takes them all (their ends are reported from the
- * loop); what it does not take goes through one uv_write, whose callback
- * ends each in order. libuv copies a list of more than four buffers (an
- * allocation per batch, not per message). A batch the socket or libuv
- * refuses fails from the loop, and the connection with it.
+ * call, when the pipe takes them all (their ends are reported from the
+ * loop); what it does not take goes through one queued write, whose end
+ * ends each in order (libuv copies a list of more than four buffers: an
+ * allocation per batch, not per message). A batch the pipe refuses fails
+ * from the loop, and the connection with it.
  */
 void rmx__tcp_flush(rmx_tp_conn_t *tc)
 {
@@ -387,13 +372,11 @@ void rmx__tcp_flush(rmx_tp_conn_t *tc)
     return;
   tc->bq_first = tc->bq_last = NULL;
   tc->bq_n = 0;
-  /* Not while a uv_write's callback is still to run: libuv may have
-   * written it already (its queue is empty, so the socket would take
-   * these), but its end must be reported before theirs. */
-  int r = tc->wr_busy ? 0 : uv_try_write((uv_stream_t *)&tc->h, bufs, n);
-  if (r == UV_EAGAIN)
-    r = 0; /* writes are queued ahead, or the socket is full */
-  if (r >= 0) {
+  /* Not while a queued write's end is still to come: the pipe may have
+   * written it already (its queue is empty, so it would take these), but
+   * its end must be reported before theirs. */
+  ssize_t r = tc->wr_busy ? 0 : tc->tp->pipe->try_write(tc, bufs, n);
+  if (r >= 0) { /* 0: writes are queued ahead, or the pipe is full */
     size_t skip = (size_t)r;
     for (; i < n && skip >= bufs[i].len; i++)
       skip -= bufs[i].len;
@@ -403,11 +386,11 @@ void rmx__tcp_flush(rmx_tp_conn_t *tc)
     }
     bufs[i].base += skip;
     bufs[i].len -= skip;
-    if ((r = uv_write_counted(tc, w, bufs + i, n - i)) == 0)
+    if ((r = write_counted(tc, w, bufs + i, n - i)) == 0)
       return;
   }
-  ended_add(tc, w, last, rmx__uv_err(r));
-  rmx__tcp_fail_later(tc, rmx__uv_err(r));
+  ended_add(tc, w, last, (int)r);
+  rmx__tcp_fail_later(tc, (int)r);
 }
 
 /* ---- reading ---- */
@@ -419,7 +402,7 @@ static void sink_done(rmx_tp_conn_t *tc)
 }
 
 /* Stream the payload tc->sink describes: take what the read buffer already
- * holds, then the rest from the socket. */
+ * holds, then the rest from the pipe. */
 void rmx__tcp_sink_start(rmx_tp_conn_t *tc)
 {
   sink_t *k = &tc->sink;
@@ -475,15 +458,15 @@ static void rbuf_settle(rmx_tp_conn_t *tc, size_t nread)
   }
 }
 
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* Where the pipe's next read goes (len 0: no memory for it, the caller
+ * fails the connection). */
+void rmx__tcp_rbuf(rmx_tp_conn_t *tc, uv_buf_t *buf)
 {
-  rmx_tp_conn_t *tc = h->data;
-  (void)suggested;
   /* The large buffer: for frames, and for a refused write's payload, dropped in large reads. */
   int more = tc->sinking ? !tc->sink.dst && tc->sink.left > RBUF_SMALL && tc->rbuf == tc->rsmall
                          : tc->rneed > tc->rcap || tc->rfull;
   if (more && tc->state != TC_FINISHING && rbuf_grow(tc) != 0) {
-    *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS: the connection fails */
+    *buf = uv_buf_init(NULL, 0); /* the connection fails */
     return;
   }
   if (tc->state == TC_FINISHING) { /* dropped: the buffer is free to scribble on */
@@ -543,58 +526,23 @@ static void parse(rmx_tp_conn_t *tc)
   }
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* nread bytes came into the buffer rmx__tcp_rbuf gave. */
+void rmx__tcp_got(rmx_tp_conn_t *tc, size_t nread)
 {
-  rmx_tp_conn_t *tc = s->data;
-  (void)buf;
-  if (nread < 0) {
-    rmx__tcp_fail(tc, nread == UV_EOF ? RMX_ECONNRESET : rmx__uv_err((int)nread));
-    return;
-  }
   if (tc->state == TC_FINISHING)
     return;
   if (tc->sinking) {
     if (tc->sink.dst)
       tc->sink.dst += nread;
-    tc->sink.left -= (size_t)nread;
+    tc->sink.left -= nread;
     if (tc->sink.left == 0) {
       sink_done(tc);
       parse(tc); /* nothing is buffered, but keep the shape */
     }
     return;
   }
-  tc->rlen += (size_t)nread;
+  tc->rlen += nread;
   tc->tp->hot = tc;
   parse(tc);
-  rbuf_settle(tc, (size_t)nread);
-}
-
-/* Busy-polling (the core calls this once per loop turn while it spins):
- * read the connection that last had input straight from its socket, as
- * libuv would once its poll said the socket is readable. The socket's end
- * is left to libuv's read, which reports it in order. An error recv
- * returns is taken off the socket (libuv's reads and writes then find
- * only the end): it is kept, and the connection's end reports it. */
-int rmx__tcp_read_now(rmx_tp_conn_t *tc)
-{
-  uv_os_fd_t fd;
-  uv_buf_t b;
-  if (!tc || tc->closing || tc->dead || tc->state != TC_UP ||
-      uv_fileno((uv_handle_t *)&tc->h, &fd) != 0)
-    return 0;
-  alloc_cb((uv_handle_t *)&tc->h, 0, &b);
-  if (b.len == 0)
-    return 0;
-  ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && !tc->spin_err)
-    tc->spin_err = uv_translate_sys_error(errno);
-  if (n <= 0)
-    return 0;
-  read_cb((uv_stream_t *)&tc->h, n, &b);
-  return 1;
-}
-
-int rmx__tcp_read_start(rmx_tp_conn_t *tc)
-{
-  return uv_read_start((uv_stream_t *)&tc->h, alloc_cb, read_cb);
+  rbuf_settle(tc, nread);
 }

@@ -224,13 +224,11 @@ int rmx__tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m)
  * from the loop (not from inside mem_dereg). */
 void rmx__tcp_cut_writes(rmx_tp_conn_t *tc)
 {
-  uv_os_fd_t fd;
   char peer[80];
   if (tc->cut || tc->closing)
     return;
   tc->cut = 1;
-  if (uv_fileno((uv_handle_t *)&tc->h, &fd) == 0)
-    shutdown(fd, SHUT_WR);
+  tc->tp->pipe->cut(tc);
   /* An incoming peer can cause this on every connection it makes (it
    * sends a rendezvous FIN before reading the data): limited then. */
   if (tc->passive)

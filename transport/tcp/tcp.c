@@ -380,6 +380,8 @@ static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   tp->env = &tp->env_copy;
   tp->loop = env->loop;
   tp->up = &up;
+  tp->pipe = &rmx__tcp_sock_pipe;
+  tp->name = "tcp";
   rmx_list_init(&tp->free_w);
   rmx_list_init(&tp->free_rd);
   rmx_list_init(&tp->free_srv);

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The TCP transport's own header: the objects its files share and the few
- * functions one of them calls in another. The files, bottom up; each calls
- * only files below it:
+ * functions one of them calls in another. The same files carry shm://
+ * (transport/shm/tp.c) with a shared-memory channel as the pipe in place
+ * of the socket. The files, bottom up; each calls only files below it:
  *
  *   frame.c      the stream framing: header checks and body codecs (pure)
- *   stream.c     the byte stream of a connection over its uv_tcp_t: writes,
+ *   sock.c       the socket pipe: a connection's bytes over its uv_tcp_t
+ *   stream.c     the byte stream of a connection over its pipe: writes,
  *                the read buffer, frame reassembly, payloads streamed into
- *                place, and the socket's end (fail, close)
+ *                place, and the connection's end (fail, close)
  *   initiator.c  remote reads, writes and atomics we ask of the peer
  *   target.c     the peer's requests, served from registered memory
  *   conn.c       connections: the handshake, states, timers, frames handed
@@ -113,6 +115,40 @@ struct rmx_tp_mem {
   uint8_t dead;    /* deregistered: freed when the last use ends */
 };
 
+/*
+ * The byte pipe under a connection: all the stream knows of the medium.
+ * The socket's is sock.c; shm's is transport/shm/pipe.c. Reads come back
+ * through rmx__tcp_rbuf (where to put them), rmx__tcp_got and
+ * rmx__tcp_fail (the end: RMX_ECONNRESET for the peer's); a queued write's
+ * end through rmx__tcp_write_end, from the loop; the pipe's close through
+ * rmx__tcp_pipe_closed, from the loop.
+ */
+typedef struct tcp_pipe {
+  /* Ready the pipe of a new connection (counts its handle in open_handles
+   * once there is one to close). */
+  void (*open)(rmx_tp_conn_t *tc);
+  /* Take what fits of bufs now, never behind queued writes: the bytes taken
+   * (0: none now), or an RMX_E* error. */
+  ssize_t (*try_write)(rmx_tp_conn_t *tc, const uv_buf_t *bufs, unsigned n);
+  /* Queue the chain that starts at w (bufs are copied); 0, or an RMX_E*
+   * error and nothing queued. */
+  int (*write)(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n);
+  int (*read_start)(rmx_tp_conn_t *tc);
+  void (*read_stop)(rmx_tp_conn_t *tc);
+  /* After the queued writes, end this side's direction (TC_FINISHING); a
+   * pipe that cannot closes the connection. */
+  void (*shutdown)(rmx_tp_conn_t *tc);
+  void (*close)(rmx_tp_conn_t *tc);
+  /* Memory a queued write reads from was released: read no more of it. */
+  void (*cut)(rmx_tp_conn_t *tc);
+  /* Busy-polling: read what is there now; 1 when some was read. */
+  int (*read_now)(rmx_tp_conn_t *tc);
+  /* The peer, for logs ("?" when unknown). */
+  const char *(*peer)(rmx_tp_conn_t *tc, char *buf, size_t size);
+} tcp_pipe_t;
+
+extern const tcp_pipe_t rmx__tcp_sock_pipe;
+
 /* What the stream asks of the files above it. */
 typedef struct tcp_up {
   /* A frame arrived, its body buffered as far as rmx__tf_buffered says and
@@ -136,6 +172,8 @@ struct rmx_tp {
   rmx_config_t cfg_copy;
   uv_loop_t *loop;
   const tcp_up_t *up;
+  const tcp_pipe_t *pipe;
+  const char *name; /* "tcp" or "shm", for logs */
   rmx_list_t free_w, free_rd, free_srv;
   uint32_t nfree_w, nfree_rd, nfree_srv;
   rmx_list_t mem[MEM_BUCKETS];
@@ -159,8 +197,12 @@ struct rmx_tp {
   rmx__ratelimit_t rl_refused, rl_handshakes, rl_hello, rl_proto, rl_accept, rl_cut, rl_nofd;
 };
 
+struct rmx_shm_listener;
+struct rmx_shm_chan;
+
 struct rmx_tp_listener {
   uv_tcp_t h;       /* the listening socket, bound; libuv never watches it... */
+  struct rmx_shm_listener *shl; /* shm://: its Unix socket instead (no h, poll, retry) */
   uv_poll_t poll;   /* ...this does, while the listener may take a peer */
   uv_timer_t retry; /* out of descriptors: when to try accept again */
   rmx_tp_t *tp;
@@ -198,7 +240,8 @@ void rmx__tcp_gate_drop(rmx_tp_raw_t *raw);
 void rmx__tcp_gate_close(rmx_tp_gate_t *g);
 
 struct rmx_tp_conn {
-  uv_tcp_t h;
+  uv_tcp_t h;           /* the socket pipe's */
+  struct rmx_shm_chan *ch; /* the shm pipe's */
   uv_timer_t timer;
   uv_connect_t creq;
   uv_shutdown_t sreq; /* TC_FINISHING */
@@ -280,11 +323,16 @@ _Static_assert(offsetof(wreq_t, link) == 0 && offsetof(rd_t, link) == 0 &&
 
 /* stream.c */
 void rmx__tcp_conn_close(rmx_tp_conn_t *tc);
+/* For the pipes (tcp_pipe_t says when). */
+void rmx__tcp_pipe_closed(rmx_tp_conn_t *tc);
+void rmx__tcp_write_end(wreq_t *w, int rc);
+void rmx__tcp_rbuf(rmx_tp_conn_t *tc, uv_buf_t *buf);
+void rmx__tcp_got(rmx_tp_conn_t *tc, size_t nread);
 int rmx__tcp_spin(rmx_tp_t *tp);
 int rmx__tcp_poll(rmx_tp_t *tp, int *turn);
 int rmx__tcp_reap(rmx_tp_t *tp);
-/* stream.c: read what tc's socket holds now, as libuv's read callback
- * would (1 when it read some); report what ended, as the idle handle does. */
+/* sock.c: read what tc's pipe holds now, as its read callback would (1
+ * when it read some). stream.c: report what ended, as the idle handle does. */
 int rmx__tcp_read_now(rmx_tp_conn_t *tc);
 void rmx__tcp_later_run(rmx_tp_t *tp);
 void rmx__tcp_conn_finish(rmx_tp_conn_t *tc);
@@ -299,7 +347,7 @@ int rmx__tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n
 int rmx__tcp_write_now(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n);
 int rmx__tcp_write_small(rmx_tp_conn_t *tc, wkind_t kind, uint8_t fkind, const void *body,
                          size_t blen);
-int rmx__tcp_read_start(rmx_tp_conn_t *tc);
+int rmx__tcp_read_start(rmx_tp_conn_t *tc); /* sock.c */
 void rmx__tcp_sink_start(rmx_tp_conn_t *tc);
 int rmx__tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
 void rmx__tcp_flush(rmx_tp_conn_t *tc);
@@ -330,6 +378,8 @@ rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp, int passive);
 
 void rmx__tcp_conn_free(rmx_tp_conn_t *tc);
 void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+/* The pipe of our connect is open (status 0) or could not be: the HELLO next. */
+void rmx__tcp_connected(rmx_tp_conn_t *tc, int status);
 void rmx__tcp_conn_acked(rmx_tp_conn_t *tc, int status);
 int rmx__tcp_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
                      void *owner, rmx_tp_conn_t **out);
