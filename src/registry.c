@@ -21,11 +21,12 @@
 #include "registry.h"
 
 extern const rmx_tp_ops_t rmx__tcp_ops;
+extern const rmx_tp_ops_t rmx__shm_ops;
 #ifdef RMX_VERBS_BUILTIN
 extern const rmx_tp_ops_t rmx__verbs_ops;
 #endif
 
-enum { SLOT_TCP, SLOT_RDMA };
+enum { SLOT_TCP, SLOT_RDMA, SLOT_SHM };
 
 static struct {
   const char *scheme;
@@ -39,6 +40,9 @@ static struct {
 #else
   [SLOT_RDMA] = {"rdma", NULL, "rmx was built without rdma-core", 0},
 #endif
+  /* Not one auto:// picks for a whole context: it reaches peers on this
+   * host only. */
+  [SLOT_SHM] = {"shm", &rmx__shm_ops, NULL, -1},
 };
 
 #ifdef RMX_VERBS_MODULE

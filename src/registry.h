@@ -11,7 +11,7 @@
 
 /* Slots in the registry, built or not: a context keeps one instance per
  * slot, and a packed key one entry at most per slot. */
-enum { RMX_TP_COUNT = 2 };
+enum { RMX_TP_COUNT = 3 };
 
 /* The slot of a URI scheme: 0 and *slot, RMX_EINVAL (unknown scheme), or
  * RMX_ENOTSUP (known, not built: *why says why). "auto" is not a slot:

@@ -385,6 +385,7 @@ struct rmx_conn {
   rmx_conn_stats_t st;
   rmx__deferred_t defer_finish; /* tear down after a failure outside any transport */
   rmx__deferred_t defer_free;   /* on_closed, then free: the one way a conn is freed */
+  rmx__deferred_t defer_connect; /* a socket name's connect (RMX_TP_F_LOCAL_NAME) */
   rmx__auth_conn_t auth;
   rmx__alive_t ka;
   rmx__recon_t recon;

@@ -193,6 +193,9 @@ enum {
   RMX_TP_F_LOOP_SPIN = 2, /* its fds wake the loop (TCP): in poll and adaptive
                            * progress the core busy-polls them by keeping the
                            * loop from sleeping around their traffic */
+  RMX_TP_F_LOCAL_NAME = 8, /* its addresses are Unix-domain socket names
+                            * (AF_UNIX; shm://PATH, shm://@NAME), not
+                            * resolved: the core builds them from the URI */
   RMX_TP_F_SEND_COPY = 4, /* send() takes op NULL for a small frame (every
                            * element mem NULL, RMX_TP_SMALL_FRAME bytes at
                            * most): copied at the call, never reported but

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,6 +74,13 @@ const char *rmx__sa_str(const struct sockaddr *sa, char *buf, size_t len)
     const struct sockaddr_in6 *in6 = (const void *)sa;
     inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
     snprintf(buf, len, "[%s]:%u", ip, ntohs(in6->sin6_port));
+  } else if (sa->sa_family == AF_UNIX) { /* "/path", "@abstract", or "" unnamed */
+    const struct sockaddr_un *un = (const void *)sa;
+    if (un->sun_path[0] == '\0')
+      snprintf(buf, len, "%s%.*s", un->sun_path[1] ? "@" : "", (int)sizeof(un->sun_path) - 1,
+               un->sun_path + 1);
+    else
+      snprintf(buf, len, "%.*s", (int)sizeof(un->sun_path), un->sun_path);
   } else {
     snprintf(buf, len, "(family %d)", sa->sa_family);
   }

@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "log.h"
 #include "uri.h"
@@ -19,6 +21,35 @@ static int bad(rmx__uri_t *u, const char *why)
   return RMX_EINVAL;
 }
 
+/* shm://NAME: a socket's path, or "@" and an abstract name; no port. */
+static int parse_name(const char *name, rmx__uri_t *u)
+{
+  size_t n = strlen(name);
+  if (n == 0 || (name[0] == '@' && n == 1))
+    return bad(u, "no socket name after shm:// (a path, or @ and a name)");
+  if (n > RMX_URI_NAME_MAX)
+    return bad(u, "the socket name is longer than 107 bytes");
+  memcpy(u->host, name, n + 1);
+  u->port[0] = '\0';
+  u->why = NULL;
+  return 0;
+}
+
+int rmx__uri_unix(const char *name, struct sockaddr_storage *ss)
+{
+  struct sockaddr_un *un = (void *)ss;
+  size_t n = name ? strlen(name) : 0;
+  if (n == 0 || n > RMX_URI_NAME_MAX || (name[0] == '@' && n == 1))
+    return RMX_EINVAL;
+  memset(ss, 0, sizeof(*ss));
+  un->sun_family = AF_UNIX;
+  if (name[0] == '@') /* abstract: a NUL, then the name */
+    memcpy(un->sun_path + 1, name + 1, n - 1);
+  else
+    memcpy(un->sun_path, name, n);
+  return 0;
+}
+
 int rmx__uri_parse(const char *uri, rmx__uri_t *u)
 {
   if (!uri)
@@ -33,6 +64,8 @@ int rmx__uri_parse(const char *uri, rmx__uri_t *u)
     return bad(u, "the scheme is not lower-case letters and digits (at most 15)");
   memcpy(u->scheme, uri, slen);
   u->scheme[slen] = '\0';
+  if (strcmp(u->scheme, "shm") == 0)
+    return parse_name(sep + 3, u);
 
   const char *h = sep + 3, *hend, *rest;
   if (*h == '[') {
@@ -77,7 +110,7 @@ int rmx__uri_parse(const char *uri, rmx__uri_t *u)
 
 int rmx__uri_of(const char *scheme, const struct sockaddr_storage *ss, char *buf, size_t len)
 {
-  char addr[80];
+  char addr[RMX_URI_NAME_MAX + 2];
   rmx__sa_str((const struct sockaddr *)ss, addr, sizeof(addr));
   int n = snprintf(buf, len, "%s://%s", scheme, addr);
   return n < 0 || (size_t)n >= len ? RMX_EINVAL : 0;

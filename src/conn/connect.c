@@ -84,6 +84,12 @@ int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *a
     return RMX_EINVAL;
   if ((rc = rmx__uri_open(ctx, uri, &u, &tpi)) != 0)
     return rc;
+  if (ctx->tp_ops[tpi]->flags & RMX_TP_F_LOCAL_NAME) { /* a socket name: nothing to resolve */
+    struct sockaddr_storage ss;
+    if ((rc = rmx__uri_unix(u.host, &ss)) != 0)
+      return rc;
+    return rmx__listener_open(ctx, tpi, (struct sockaddr *)&ss, on_accept, arg, out);
+  }
   if ((rc = resolve_now(ctx, &u, &res)) != 0)
     return rc;
   rc = rmx__listener_open(ctx, tpi, res->ai_addr, on_accept, arg, out);
@@ -236,10 +242,31 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   ctx->in_cb--;
 }
 
+/* A transport whose addresses are socket names (RMX_TP_F_LOCAL_NAME):
+ * the connect starts from the loop, as after a resolve. */
+static void name_connect(rmx__deferred_t *d)
+{
+  rmx_conn_t *c = rmx_container_of(d, rmx_conn_t, defer_connect);
+  struct sockaddr_storage ss;
+  c->gai_active = 0;
+  if (c->user_closed)
+    rmx__conn_down(c, RMX_ECANCELED);
+  else if (rmx__uri_unix(c->host, &ss) != 0)
+    rmx__conn_down(c, RMX_EINVAL);
+  else
+    connect_start(c, (struct sockaddr *)&ss);
+}
+
 /* Resolve the connection's host, then connect (gai_cb): the first connect
  * and every reconnect attempt. */
 int rmx__conn_resolve(rmx_conn_t *c)
 {
+  if (c->ops->flags & RMX_TP_F_LOCAL_NAME) {
+    c->defer_connect.fn = name_connect;
+    rmx__defer_once(c->ctx, &c->defer_connect);
+    c->gai_active = 1;
+    return 0;
+  }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                            .ai_flags = AI_NUMERICSERV};
   int rc = uv_getaddrinfo(c->ctx->loop, &c->gai, gai_cb, c->host, c->port, &hints);
@@ -267,7 +294,10 @@ int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_opts_t *
   c->state = RMX_CS_RESOLVING;
   memcpy(c->host, u.host, sizeof(c->host));
   memcpy(c->port, u.port, sizeof(c->port));
-  snprintf(c->peer, sizeof(c->peer), "%s:%s", c->host, c->port);
+  if (c->ops->flags & RMX_TP_F_LOCAL_NAME)
+    snprintf(c->peer, sizeof(c->peer), "%s", c->host);
+  else
+    snprintf(c->peer, sizeof(c->peer), "%s:%s", c->host, c->port);
   if ((rc = rmx__reconnect_opts(c, opts)) != 0 || (rc = rmx__conn_resolve(c)) != 0) {
     rmx_list_del(&c->link);
     ctx->nconns--;

@@ -28,13 +28,24 @@
  */
 #include <arpa/inet.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "rmx_int.h"
 
 /* The address part of sa, IPv4-mapped IPv6 as IPv4: 4 or 16 bytes into
- * key; 0 for other families (not guarded). */
+ * key; a Unix socket's name (shm://) as 8 bytes of its hash, so every
+ * peer of one name is one address, as every peer on loopback is; 0 for
+ * other families (not guarded). */
 static unsigned addr_key(const struct sockaddr *sa, uint8_t key[16])
 {
+  if (sa->sa_family == AF_UNIX) {
+    const struct sockaddr_un *un = (const void *)sa;
+    uint64_t h = 14695981039346656037ull; /* FNV-1a */
+    for (size_t i = 0; i < sizeof(un->sun_path); i++)
+      h = (h ^ (uint8_t)un->sun_path[i]) * 1099511628211ull;
+    memcpy(key, &h, sizeof(h));
+    return sizeof(h);
+  }
   static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   if (sa->sa_family == AF_INET) {
     memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
@@ -109,8 +120,8 @@ void rmx__guard_strike(rmx_ctx_t *ctx, const struct sockaddr *sa)
   s->banned_until = now + ctx->cfg.guard_ban_ms;
   s->strikes = 0;
   s->win_start = now;
-  char addr[INET6_ADDRSTRLEN] = "?";
-  inet_ntop(len == 4 ? AF_INET : AF_INET6, key, addr, sizeof(addr));
+  char addr[RMX_URI_NAME_MAX + 2] = "?";
+  rmx__sa_str(sa, addr, sizeof(addr));
   RMX_LOG_LIMITED(ctx, &g->rl, WARN,
                   "guard: peer address %s made %u refused remote accesses within %u ms "
                   "(RMX_GUARD_STRIKES, RMX_GUARD_WINDOW_MS): its new connections are refused "

@@ -40,6 +40,7 @@ rmx_conn_t *rmx__conn_new(rmx_ctx_t *ctx, int tpi)
   rmx_list_init(&c->ka.evict_link);
   rmx_list_init(&c->recon.link);
   rmx_list_init(&c->defer_finish.link);
+  rmx_list_init(&c->defer_connect.link);
   rmx_list_init(&c->defer_free.link);
   c->defer_finish.fn = deferred_finish;
   c->defer_free.fn = deferred_free;

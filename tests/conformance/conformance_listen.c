@@ -92,8 +92,11 @@ static int hold(const char *host, int *port, int reuse)
  * names where (or NULL). */
 static void logged_in_use(const char *uri, const char *where)
 {
-  char port[16];
-  snprintf(port, sizeof(port), "%s: ", strrchr(uri, ':'));
+  char port[160];
+  if (strncmp(uri, "shm://", 6) == 0) /* a socket name: the name itself */
+    snprintf(port, sizeof(port), "%s: ", uri + 6);
+  else
+    snprintf(port, sizeof(port), "%s: ", strrchr(uri, ':'));
   if (!strstr(logged, port) || !strstr(logged, "in use") || (where && !strstr(logged, where)))
     fail_msg("the log does not say that %s (%s) is in use: '%s'", uri, where ? where : "",
              logged);
@@ -211,7 +214,7 @@ void listen_auto_taken_port_fails(void **state)
  * while a group holds it. */
 void listen_group_taken_port_fails(void **state)
 {
-  if (peer_ctl)
+  if (peer_ctl || strcmp(scheme, "shm") == 0) /* no listener groups over shm yet */
     skip();
   rmx_ctx_t *ctx = ctx_new(0);
   rmx_group_t *g = NULL;

@@ -21,6 +21,14 @@ const char *addr = "127.0.0.1";
 
 void uri_for(char *buf, size_t len, int port)
 {
+  static unsigned fresh;
+  if (strcmp(scheme, "shm") == 0) { /* port 0: a name no one else uses */
+    if (port)
+      snprintf(buf, len, "shm://@rmx-test-%d-port-%d", (int)getpid(), port);
+    else
+      snprintf(buf, len, "shm://@rmx-test-%d-%u", (int)getpid(), ++fresh);
+    return;
+  }
   snprintf(buf, len, strchr(addr, ':') ? "%s://[%s]:%d" : "%s://%s:%d", scheme, addr, port);
 }
 
@@ -266,8 +274,8 @@ void ctx_done(rmx_ctx_t *ctx) { assert_int_equal(rmx_ctx_destroy(ctx), 0); }
 
 int harness_args(int argc, char **argv)
 {
-  if (argc < 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "rdma"))) {
-    fprintf(stderr, "usage: %s tcp|rdma [filter]\n", argv[0]);
+  if (argc < 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "rdma") && strcmp(argv[1], "shm"))) {
+    fprintf(stderr, "usage: %s tcp|rdma|shm [filter]\n", argv[0]);
     return -1;
   }
   scheme = argv[1];

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-extern const char *scheme; /* "tcp" or "rdma" */
+extern const char *scheme; /* "tcp", "rdma" or "shm" */
 extern const char *addr;   /* where to listen and connect */
 
 /* What a server does with a message: drop it, send it back, or check that

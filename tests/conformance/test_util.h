@@ -70,7 +70,8 @@ static inline void test_progress_until(const char *who, rmx_ctx_t *ctx, const in
 #define progress_until(...) test_progress_until(TEST_NAME, __VA_ARGS__)
 
 /* A URI to listen on for scheme sch (any port): tcp on 127.0.0.1; rdma on
- * $RMX_TEST_ADDR, else $RXE_VM_ADDR (the SoftRoCE VM's). FAIL without one. */
+ * $RMX_TEST_ADDR, else $RXE_VM_ADDR (the SoftRoCE VM's), FAIL without one;
+ * shm on an abstract name of its own. */
 static inline void test_listen_uri(const char *who, const char *sch, char *uri, size_t n)
 {
   if (strcmp(sch, "rdma") == 0) {
@@ -78,6 +79,9 @@ static inline void test_listen_uri(const char *who, const char *sch, char *uri, 
     if (!a)
       test_fail(who, "rdma needs RMX_TEST_ADDR or RXE_VM_ADDR");
     snprintf(uri, n, "rdma://%s:0", a);
+  } else if (strcmp(sch, "shm") == 0) { /* a fresh abstract name */
+    static unsigned fresh;
+    snprintf(uri, n, "shm://@rmx-test-%d-%u", (int)getpid(), ++fresh);
   } else {
     snprintf(uri, n, "tcp://127.0.0.1:0");
   }

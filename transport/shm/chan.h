@@ -142,6 +142,9 @@ struct rmx_shm_listener {
 int rmx__shm_listen(rmx_shm_listener_t *l, uv_loop_t *loop, const char *name,
                     void (*incoming)(rmx_shm_listener_t *l));
 
+/* Stop (1) or start again (0) taking peers: they wait in the backlog. */
+int rmx__shm_listener_pause(rmx_shm_listener_t *l, int pause);
+
 /* Stop listening (the path is removed); closed(l) comes from the loop.
  * Channels accepted from it live on. */
 void rmx__shm_listener_close(rmx_shm_listener_t *l, void (*closed)(rmx_shm_listener_t *l));

@@ -155,6 +155,12 @@ fail:
   return rc;
 }
 
+int rmx__shm_listener_pause(rmx_shm_listener_t *l, int pause)
+{
+  int r = pause ? uv_poll_stop(&l->poll) : uv_poll_start(&l->poll, UV_READABLE, lst_cb);
+  return r == 0 ? 0 : RMX_EIO;
+}
+
 static void lst_closed(uv_handle_t *h)
 {
   rmx_shm_listener_t *l = h->data;
@@ -170,6 +176,9 @@ void rmx__shm_listener_close(rmx_shm_listener_t *l, void (*closed)(rmx_shm_liste
   if (l->unlink_path)
     unlink(l->name); /* at once: the name may be listened on again */
   l->unlink_path = 0;
+  /* Refused from now on, as a closed TCP listener's port: the socket
+   * itself closes with its poll handle, from the loop. */
+  shutdown(l->fd, SHUT_RDWR);
   uv_close((uv_handle_t *)&l->poll, lst_closed);
 }
 

@@ -243,13 +243,20 @@ void rmx__tcp_fail_later(rmx_tp_conn_t *tc, int status)
   later(tc);
 }
 
-/* Queue a chain on the pipe; its end comes through rmx__tcp_write_end. */
+/* Queue a chain on the pipe; its end comes through rmx__tcp_write_end, or
+ * from the loop where the pipe wrote it all at once. */
 static int write_counted(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n)
 {
   int r = tc->tp->pipe->write(tc, w, bufs, n);
   if (r == 0)
     tc->wr_busy++;
-  return r;
+  if (r != 1)
+    return r;
+  wreq_t *last = w;
+  while (last->next)
+    last = last->next;
+  ended_add(tc, w, last, 0);
+  return 0;
 }
 
 int rmx__tcp_write_bufs(rmx_tp_conn_t *tc, wreq_t *w, uv_buf_t *bufs, unsigned n)

@@ -15,7 +15,7 @@
 
 #include "tcp.h"
 
-static void tp_unlive(rmx_tp_t *tp);
+#define tp_unlive rmx__tcp_unlive
 
 /* ---- listening ---- */
 
@@ -62,6 +62,10 @@ static void take(rmx_tp_listener_t *l, int fd);
  * member's listener takes what it was fed instead. */
 static void listener_kick(rmx_tp_listener_t *l)
 {
+  if (l->kick) { /* a listener of another medium (shm's) */
+    l->kick(l);
+    return;
+  }
   while (l->member && l->nfed && may_take(l)) {
     tcp_raw_t *r = rmx_container_of(rmx_list_pop(&l->fed), tcp_raw_t, raw.link);
     int fd = r->fd;
@@ -291,7 +295,7 @@ static void tcp_listen_close(rmx_tp_listener_t *l)
 
 /* ---- memory ---- */
 
-static int tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
+int rmx__tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
                        rmx_tp_conn_t *scope, rmx_tp_mem_t **out)
 {
   rmx_tp_mem_t *m = calloc(1, sizeof(*m));
@@ -318,7 +322,7 @@ static int tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
 
 /* Unreachable at once; freed now or when the last read or write using it
  * stops (they check m->dead and go no further). */
-static void tcp_mem_dereg(rmx_tp_mem_t *m)
+void rmx__tcp_mem_dereg(rmx_tp_mem_t *m)
 {
   rmx_list_t *n;
   rmx_list_del(&m->link);
@@ -334,20 +338,20 @@ static void tcp_mem_dereg(rmx_tp_mem_t *m)
   }
 }
 
-static uint64_t tcp_mem_rkey(const rmx_tp_mem_t *m) { return m->key; }
+uint64_t rmx__tcp_mem_rkey(const rmx_tp_mem_t *m) { return m->key; }
 
 /* A capability: the key is already unguessable, so opening only lets the
  * target accept it from any connection. */
-static int tcp_mem_open(rmx_tp_mem_t *m)
+int rmx__tcp_mem_open(rmx_tp_mem_t *m)
 {
   m->open = 1;
   return 0;
 }
 
 /* A registration of its own (a key of its own) over the same bytes. */
-static int tcp_mem_grant(rmx_tp_mem_t *m, rmx_tp_conn_t *tc, rmx_tp_mem_t **out)
+int rmx__tcp_mem_grant(rmx_tp_mem_t *m, rmx_tp_conn_t *tc, rmx_tp_mem_t **out)
 {
-  return tcp_mem_reg(m->tp, (void *)m->addr, m->len, m->access, tc, out);
+  return rmx__tcp_mem_reg(m->tp, (void *)m->addr, m->len, m->access, tc, out);
 }
 
 /* ---- instance ---- */
@@ -369,7 +373,8 @@ static const tcp_up_t up = {
   .slot_free = listener_kick,
 };
 
-static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
+int rmx__tcp_init_as(const rmx_tp_env_t *env, const tcp_pipe_t *pipe, const char *name,
+                     rmx_tp_t **out)
 {
   rmx_tp_t *tp = calloc(1, sizeof(*tp));
   if (!tp)
@@ -380,8 +385,8 @@ static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   tp->env = &tp->env_copy;
   tp->loop = env->loop;
   tp->up = &up;
-  tp->pipe = &rmx__tcp_sock_pipe;
-  tp->name = "tcp";
+  tp->pipe = pipe;
+  tp->name = name;
   rmx_list_init(&tp->free_w);
   rmx_list_init(&tp->free_rd);
   rmx_list_init(&tp->free_srv);
@@ -397,6 +402,11 @@ static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
   return 0;
 }
 
+static int tcp_init(const rmx_tp_env_t *env, rmx_tp_t **out)
+{
+  return rmx__tcp_init_as(env, &rmx__tcp_sock_pipe, "tcp", out);
+}
+
 static void tp_free(rmx_tp_t *tp)
 {
   rmx_list_t *n;
@@ -409,13 +419,13 @@ static void tp_free(rmx_tp_t *tp)
     free(rmx_container_of(n, srv_t, link));
   for (int i = 0; i < MEM_BUCKETS; i++)
     while ((n = rmx_list_pop(&tp->mem[i])) != NULL) {
-      RMX_TP_LOG(tp->env, WARN, "tcp: a registration was never released");
+      RMX_TP_LOG(tp->env, WARN, "%s: a registration was never released", tp->name);
       free(rmx_container_of(n, rmx_tp_mem_t, link));
     }
   free(tp);
 }
 
-static void tp_unlive(rmx_tp_t *tp)
+void rmx__tcp_unlive(rmx_tp_t *tp)
 {
   if (--tp->live == 0 && tp->finishing)
     tp_free(tp);
@@ -425,26 +435,22 @@ static void later_closed(uv_handle_t *h) { tp_unlive(h->data); }
 
 /* The later handle and sockets still closing (rejected peers) finish on
  * the loop; the instance goes with the last of them. */
-static void tcp_fini(rmx_tp_t *tp)
+void rmx__tcp_fini(rmx_tp_t *tp)
 {
   tp->finishing = 1;
   uv_close((uv_handle_t *)&tp->later, later_closed);
 }
 
-static int tcp_devices(rmx_device_info_t **out, int *n) { return RMX_ENOTSUP; }
+int rmx__tcp_devices(rmx_device_info_t **out, int *n) { return RMX_ENOTSUP; }
 
 /* Nothing registered for itself; refused: connects out of descriptors. */
-static void tcp_stats(rmx_tp_t *tp, rmx_tp_stats_t *st) { st->refused += tp->refused; }
+void rmx__tcp_stats(rmx_tp_t *tp, rmx_tp_stats_t *st) { st->refused += tp->refused; }
 
 const rmx_tp_ops_t rmx__tcp_ops = {
   .name = "tcp",
   .flags = RMX_TP_F_LOOP_SPIN,
   .wire_id = 1,
-  .max_io = TF_MAX_IO,
-  .hello_max = TF_HELLO_MAX,
   .init = tcp_init,
-  .fini = tcp_fini,
-  .devices = tcp_devices,
   .listen = tcp_listen,
   .listen_addr = tcp_listen_addr,
   .peer_addr = tcp_peer_addr,
@@ -460,24 +466,7 @@ const rmx_tp_ops_t rmx__tcp_ops = {
   .feed = tcp_feed,
   .unfeed = tcp_unfeed,
   .connect = rmx__tcp_connect,
-  .accept = rmx__tcp_accept,
-  .reject = rmx__tcp_reject,
-  .close = rmx__tcp_conn_close,
-  .finish = rmx__tcp_conn_finish,
-  .send = rmx__tcp_send,
-  .read = rmx__tcp_read,
-  .write = rmx__tcp_write,
-  .atomic = rmx__tcp_atomic,
-  .caps = rmx__tcp_caps,
-  .flush = rmx__tcp_flush,
-  .ready = rmx__tcp_ready,
-  .mem_reg = tcp_mem_reg,
-  .mem_dereg = tcp_mem_dereg,
-  .mem_rkey = tcp_mem_rkey,
-  .mem_open = tcp_mem_open,
-  .mem_grant = tcp_mem_grant,
+  RMX_TCP_STREAM_OPS,
   .spin = rmx__tcp_spin,
   .poll = rmx__tcp_poll,
-  .reap = rmx__tcp_reap,
-  .stats = tcp_stats,
 };

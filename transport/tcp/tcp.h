@@ -130,8 +130,9 @@ typedef struct tcp_pipe {
   /* Take what fits of bufs now, never behind queued writes: the bytes taken
    * (0: none now), or an RMX_E* error. */
   ssize_t (*try_write)(rmx_tp_conn_t *tc, const uv_buf_t *bufs, unsigned n);
-  /* Queue the chain that starts at w (bufs are copied); 0, or an RMX_E*
-   * error and nothing queued. */
+  /* Queue the chain that starts at w (bufs are copied): 0; 1 where it was
+   * all written at once (the stream reports its end from the loop); or an
+   * RMX_E* error and nothing queued. */
   int (*write)(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n);
   int (*read_start)(rmx_tp_conn_t *tc);
   void (*read_stop)(rmx_tp_conn_t *tc);
@@ -203,6 +204,7 @@ struct rmx_shm_chan;
 struct rmx_tp_listener {
   uv_tcp_t h;       /* the listening socket, bound; libuv never watches it... */
   struct rmx_shm_listener *shl; /* shm://: its Unix socket instead (no h, poll, retry) */
+  void (*kick)(rmx_tp_listener_t *l); /* shm://: takes peers exactly while it may */
   uv_poll_t poll;   /* ...this does, while the listener may take a peer */
   uv_timer_t retry; /* out of descriptors: when to try accept again */
   rmx_tp_t *tp;
@@ -370,6 +372,33 @@ void rmx__tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int 
 int rmx__tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m);
 void rmx__tcp_cut_writes(rmx_tp_conn_t *tc);
 void rmx__tcp_target_drop(rmx_tp_conn_t *tc);
+
+/* tcp.c: the instance, its memory and its life; shm:// shares them. */
+int rmx__tcp_init_as(const rmx_tp_env_t *env, const tcp_pipe_t *pipe, const char *name,
+                     rmx_tp_t **out);
+void rmx__tcp_fini(rmx_tp_t *tp);
+void rmx__tcp_unlive(rmx_tp_t *tp); /* a listener or connection of tp is freed */
+int rmx__tcp_devices(rmx_device_info_t **out, int *n);
+void rmx__tcp_stats(rmx_tp_t *tp, rmx_tp_stats_t *st);
+int rmx__tcp_mem_reg(rmx_tp_t *tp, void *addr, size_t len, unsigned access,
+                     rmx_tp_conn_t *scope, rmx_tp_mem_t **out);
+void rmx__tcp_mem_dereg(rmx_tp_mem_t *m);
+uint64_t rmx__tcp_mem_rkey(const rmx_tp_mem_t *m);
+int rmx__tcp_mem_open(rmx_tp_mem_t *m);
+int rmx__tcp_mem_grant(rmx_tp_mem_t *m, rmx_tp_conn_t *tc, rmx_tp_mem_t **out);
+
+/* The ops every transport on the stream engine shares (tcp://, shm://):
+ * the connection's life after set-up, its frames, remote operations and
+ * registrations. */
+#define RMX_TCP_STREAM_OPS                                                                  \
+  .max_io = TF_MAX_IO, .hello_max = TF_HELLO_MAX, .fini = rmx__tcp_fini,                   \
+  .devices = rmx__tcp_devices, .accept = rmx__tcp_accept, .reject = rmx__tcp_reject,       \
+  .close = rmx__tcp_conn_close, .finish = rmx__tcp_conn_finish, .send = rmx__tcp_send,     \
+  .read = rmx__tcp_read, .write = rmx__tcp_write, .atomic = rmx__tcp_atomic,               \
+  .caps = rmx__tcp_caps, .flush = rmx__tcp_flush, .ready = rmx__tcp_ready,                 \
+  .mem_reg = rmx__tcp_mem_reg, .mem_dereg = rmx__tcp_mem_dereg,                            \
+  .mem_rkey = rmx__tcp_mem_rkey, .mem_open = rmx__tcp_mem_open,                            \
+  .mem_grant = rmx__tcp_mem_grant, .reap = rmx__tcp_reap, .stats = rmx__tcp_stats
 
 /* conn.c */
 /* passive: accepted by a listener (its handshake has RMX_HANDSHAKE_TIMEOUT_MS,

@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The shm:// transport's instance: listeners on a Unix-domain socket (a
+ * path, or an abstract name), connects, busy-polling the rings, and the
+ * ops table. Everything a connection carries is the TCP transport's
+ * stream engine over pipe.c; memory registrations and the target's
+ * checks are TCP's too (keys of 64 random bits, scoped to a connection).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/base/uri.h"
+#include "tp.h"
+
+/* ---- names ---- */
+
+int rmx__shm_sa_name(const struct sockaddr *sa, char name[RMX_SHM_NAME_MAX + 1])
+{
+  const struct sockaddr_un *un = (const void *)sa;
+  if (!sa || sa->sa_family != AF_UNIX)
+    return RMX_EINVAL;
+  const char *p = un->sun_path;
+  size_t max = sizeof(un->sun_path);
+  if (p[0] == '\0') { /* abstract: "@" and the name (NUL-terminated here) */
+    size_t n = strnlen(p + 1, max - 1);
+    if (n == 0)
+      return RMX_EINVAL;
+    name[0] = '@';
+    memcpy(name + 1, p + 1, n);
+    name[n + 1] = '\0';
+    return 0;
+  }
+  size_t n = strnlen(p, max);
+  if (n == 0 || n > RMX_SHM_NAME_MAX)
+    return RMX_EINVAL;
+  memcpy(name, p, n);
+  name[n] = '\0';
+  return 0;
+}
+
+/* ---- listening ---- */
+
+static void lst_closed(rmx_shm_listener_t *shl)
+{
+  rmx_tp_listener_t *l = shl->data;
+  rmx_tp_t *tp = l->tp;
+  free(shl);
+  free(l);
+  rmx__tcp_unlive(tp);
+}
+
+static int may_take(const rmx_tp_listener_t *l)
+{
+  return !l->paused && l->npending < l->tp->env->cfg->max_handshakes;
+}
+
+/* Peers wait in the socket's backlog while the listener may take none. */
+static void listener_kick(rmx_tp_listener_t *l)
+{
+  int want = may_take(l);
+  if (want != l->polling && rmx__shm_listener_pause(l->shl, !want) == 0)
+    l->polling = (uint8_t)want;
+}
+
+static void incoming(rmx_shm_listener_t *shl)
+{
+  rmx_tp_listener_t *l = shl->data;
+  rmx_tp_t *tp = l->tp;
+  while (may_take(l)) {
+    rmx_tp_conn_t *tc = rmx__tcp_conn_new(tp, 1);
+    shm_pipe_t *p = tc ? rmx__shm_pipe_new(tc) : NULL;
+    rmx_shm_chan_cfg_t cfg;
+    int rc = RMX_ENOMEM;
+    if (p) {
+      rmx__shm_pipe_cfg(tc, &cfg);
+      rc = rmx__shm_chan_accept(&p->ch, shl, &cfg, &rmx__shm_pipe_cbs);
+    }
+    if (rc) {
+      if (tc)
+        rmx__tcp_conn_close(tc);
+      if (rc != RMX_EAGAIN)
+        RMX_TP_LOG_LIMITED(tp->env, &tp->rl_accept, uv_now(tp->loop), ERROR,
+                           "shm: cannot accept on %s: %s", shl->name, rmx_strerror(rc));
+      break;
+    }
+    rmx__shm_pipe_started(tc);
+    tc->state = TC_WAIT_HELLO;
+    tc->lst = l;
+    l->npending++;
+    rmx_list_push(&l->pending, &tc->lst_link);
+  }
+  listener_kick(l);
+}
+
+static int shm_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
+                      rmx_tp_listener_t **out)
+{
+  char name[RMX_SHM_NAME_MAX + 1];
+  if (!sa || rmx__shm_sa_name(sa, name) != 0)
+    return RMX_EINVAL; /* no groups over shm: a member's listener has no address */
+  rmx_tp_listener_t *l = calloc(1, sizeof(*l));
+  rmx_shm_listener_t *shl = calloc(1, sizeof(*shl));
+  if (!l || !shl) {
+    free(l);
+    free(shl);
+    return RMX_ENOMEM;
+  }
+  l->tp = tp;
+  l->owner = owner;
+  l->shl = shl;
+  l->kick = listener_kick;
+  rmx_list_init(&l->pending);
+  rmx_list_init(&l->fed);
+  shl->data = l;
+  int rc = rmx__shm_listen(shl, tp->loop, name, incoming);
+  if (rc) {
+    RMX_TP_LOG(tp->env, ERROR, "shm: cannot listen on %s: %s", name, rmx_strerror(rc));
+    free(l);
+    free(shl);
+    return rc;
+  }
+  l->polling = 1;
+  l->handles = 1;
+  tp->live++;
+  rmx_list_push(&tp->listeners, &l->tp_link);
+  listener_kick(l);
+  *out = l;
+  return 0;
+}
+
+static int shm_listen_addr(rmx_tp_listener_t *l, struct sockaddr_storage *ss)
+{
+  return rmx__uri_unix(l->shl->name, ss);
+}
+
+static void shm_listen_close(rmx_tp_listener_t *l)
+{
+  rmx_list_t *n;
+  l->paused = 1;
+  rmx_list_del(&l->tp_link);
+  while ((n = l->pending.next) != &l->pending)
+    rmx__tcp_conn_close(rmx_container_of(n, rmx_tp_conn_t, lst_link));
+  rmx__shm_listener_close(l->shl, lst_closed);
+}
+
+static void shm_listen_pause(rmx_tp_listener_t *l, int pause)
+{
+  l->paused = (uint8_t)(pause != 0);
+  listener_kick(l);
+}
+
+/* ---- connecting ---- */
+
+static int shm_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
+                       void *owner, rmx_tp_conn_t **out)
+{
+  char name[RMX_SHM_NAME_MAX + 1];
+  rmx_shm_chan_cfg_t cfg;
+  if (len > TF_HELLO_MAX || rmx__shm_sa_name(sa, name) != 0)
+    return RMX_EINVAL;
+  rmx_tp_conn_t *tc = rmx__tcp_conn_new(tp, 0);
+  if (!tc)
+    return RMX_ENOMEM;
+  shm_pipe_t *p = rmx__shm_pipe_new(tc);
+  if (!p) {
+    rmx__tcp_conn_close(tc);
+    return RMX_ENOMEM;
+  }
+  memcpy(tc->hello, hello, len);
+  tc->hello_len = len;
+  tc->state = TC_CONNECTING;
+  rmx__shm_pipe_cfg(tc, &cfg);
+  int rc = rmx__shm_chan_connect(&p->ch, tp->loop, name, &cfg, &rmx__shm_pipe_cbs);
+  if (rc) {
+    rmx__tcp_conn_close(tc);
+    return rc;
+  }
+  rmx__shm_pipe_started(tc);
+  tc->owner = owner;
+  *out = tc;
+  return 0;
+}
+
+/* The name connected to: the listener's, on both sides. */
+static int shm_peer_addr(rmx_tp_conn_t *tc, struct sockaddr_storage *ss)
+{
+  return tc->ch ? rmx__uri_unix(tc->ch->name, ss) : RMX_ENOTCONN;
+}
+
+/* Both ends of a connection are known by the one name: the listener's. */
+static int shm_local_addr(rmx_tp_conn_t *tc, struct sockaddr_storage *ss)
+{
+  return shm_peer_addr(tc, ss);
+}
+
+/* The peer process, from the socket's credentials. */
+static int shm_conn_label(rmx_tp_conn_t *tc, char *buf, size_t len)
+{
+  struct ucred cr;
+  socklen_t sl = sizeof(cr);
+  if (!tc->ch || tc->ch->sock < 0 ||
+      getsockopt(tc->ch->sock, SOL_SOCKET, SO_PEERCRED, &cr, &sl) != 0)
+    return RMX_ENOTCONN;
+  snprintf(buf, len, "pid %d", (int)cr.pid);
+  return 0;
+}
+
+/* ---- busy-polling ---- */
+
+/* Every open channel's rings (no system call where nothing changed), after
+ * what ended: the rings are memory, there is no socket to ask. */
+static int shm_poll(rmx_tp_t *tp, int *turn)
+{
+  rmx_list_t *n;
+  (void)turn;
+  int found = rmx__tcp_reap(tp);
+  rmx_list_foreach(n, &tp->conns) {
+    if (tp->finishing)
+      break; /* a callback destroyed the context */
+    rmx_tp_conn_t *tc = rmx_container_of(n, rmx_tp_conn_t, tp_link);
+    if (tc->ch && !tc->closing)
+      found += rmx__shm_chan_poll(tc->ch);
+  }
+  return found;
+}
+
+static int shm_spin(rmx_tp_t *tp)
+{
+  int turn = 0;
+  return shm_poll(tp, &turn);
+}
+
+static int shm_init(const rmx_tp_env_t *env, rmx_tp_t **out)
+{
+  return rmx__tcp_init_as(env, &rmx__shm_pipe, "shm", out);
+}
+
+const rmx_tp_ops_t rmx__shm_ops = {
+  .name = "shm",
+  .flags = RMX_TP_F_LOOP_SPIN | RMX_TP_F_LOCAL_NAME,
+  .wire_id = 3,
+  .init = shm_init,
+  .listen = shm_listen,
+  .listen_addr = shm_listen_addr,
+  .peer_addr = shm_peer_addr,
+  .local_addr = shm_local_addr,
+  .conn_label = shm_conn_label,
+  .listen_close = shm_listen_close,
+  .listen_pause = shm_listen_pause,
+  .connect = shm_connect,
+  RMX_TCP_STREAM_OPS,
+  .spin = shm_spin,
+  .poll = shm_poll,
+};
