@@ -162,6 +162,15 @@ int rmx__shm_chan_accept(rmx_shm_chan_t *ch, rmx_shm_listener_t *l,
 int rmx__shm_chan_connect(rmx_shm_chan_t *ch, uv_loop_t *loop, const char *name,
                           const rmx_shm_chan_cfg_t *cfg, const rmx_shm_chan_cbs_t *cbs);
 
+/* A Unix stream socket connecting to name: 0 and *fd (connected, or on its
+ * way), RMX_ECONNREFUSED (nobody listens there: a Unix socket says at
+ * once), RMX_EAGAIN (its backlog is full), RMX_EINVAL, RMX_EMFILE. */
+int rmx__shm_sock_connect(const char *name, int *fd);
+/* Start ch's set-up over fd, a socket from rmx__shm_sock_connect (ch owns
+ * it from here): 0, or RMX_EINVAL (then fd is still the caller's). */
+int rmx__shm_chan_connect_fd(rmx_shm_chan_t *ch, uv_loop_t *loop, int fd, const char *name,
+                             const rmx_shm_chan_cfg_t *cfg, const rmx_shm_chan_cbs_t *cbs);
+
 /* Copy up to the free room from iov[0..n) into the ring (in order) and
  * return the bytes taken; fewer than offered owes a writable. Returns
  * RMX_ENOTCONN before ready, after end or close; RMX_EPROTO when the peer

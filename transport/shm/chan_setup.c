@@ -303,6 +303,38 @@ int rmx__shm_chan_connect(rmx_shm_chan_t *ch, uv_loop_t *loop, const char *name,
   return 0;
 }
 
+int rmx__shm_sock_connect(const char *name, int *fd)
+{
+  struct sockaddr_un sa;
+  socklen_t len;
+  int r;
+  if (addr_of(name, &sa, &len) != 0)
+    return RMX_EINVAL;
+  if ((*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+    return sys_err(errno);
+  do
+    r = connect(*fd, (struct sockaddr *)&sa, len);
+  while (r < 0 && errno == EINTR);
+  if (r == 0 || errno == EINPROGRESS)
+    return 0;
+  int e = errno;
+  close(*fd);
+  *fd = -1;
+  return e == ENOENT || e == ECONNREFUSED ? RMX_ECONNREFUSED : e == EAGAIN ? RMX_EAGAIN
+                                                                          : sys_err(e);
+}
+
+int rmx__shm_chan_connect_fd(rmx_shm_chan_t *ch, uv_loop_t *loop, int fd, const char *name,
+                             const rmx_shm_chan_cfg_t *cfg, const rmx_shm_chan_cbs_t *cbs)
+{
+  if (!cbs_ok(cbs) || strlen(name) > RMX_SHM_NAME_MAX)
+    return RMX_EINVAL;
+  rmx__shm_chan_start(ch, loop, fd, cfg, cbs);
+  strcpy(ch->name, name);
+  ch->state = CH_WAIT_HELLO;
+  return 0;
+}
+
 /* Refuse the hello: the listener is told why (best effort), then we end. */
 static void refuse(rmx_shm_chan_t *ch, int status, const char *why)
 {

@@ -6,9 +6,12 @@
  * stream engine over pipe.c; memory registrations and the target's
  * checks are TCP's too (keys of 64 random bits, scoped to a connection).
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../src/base/uri.h"
 #include "tp.h"
@@ -37,6 +40,92 @@ int rmx__shm_sa_name(const struct sockaddr *sa, char name[RMX_SHM_NAME_MAX + 1])
   memcpy(name, p, n);
   name[n] = '\0';
   return 0;
+}
+
+/* ---- aliases: a listener at an IP address reached over shm ----
+ *
+ * A listener at tcp://, rdma:// or auto://ADDR:PORT also answers on the
+ * abstract name "@rmx-ADDR:PORT" (ADDR as bound, wildcards included), and
+ * auto:// reaches a peer there when it is on this host: the name answers
+ * (same network namespace), the channel's set-up checks the kernel (boot
+ * id), and the process holding the name is of the uid that holds the TCP
+ * port (a name is anyone's to take first; a port on a local address is
+ * not). docs/architecture.md, "auto:// per peer".
+ */
+
+static void alias_name(const struct sockaddr *sa, char name[RMX_SHM_NAME_MAX + 1])
+{
+  char a[80];
+  snprintf(name, RMX_SHM_NAME_MAX + 1, "@rmx-%s", rmx__sa_str(sa, a, sizeof(a)));
+}
+
+static uint16_t sa_port(const struct sockaddr *sa)
+{
+  return ntohs(sa->sa_family == AF_INET ? ((const struct sockaddr_in *)(const void *)sa)->sin_port
+                                        : ((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
+}
+
+/* sa's address is this host's (in this network namespace): it binds. */
+static int is_local(const struct sockaddr *sa)
+{
+  struct sockaddr_storage ss;
+  socklen_t len = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                           : sizeof(struct sockaddr_in6);
+  memcpy(&ss, sa, len);
+  if (ss.ss_family == AF_INET)
+    ((struct sockaddr_in *)&ss)->sin_port = 0;
+  else
+    ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+  int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return 0;
+  int ok = bind(fd, (struct sockaddr *)&ss, len) == 0;
+  close(fd);
+  return ok;
+}
+
+/* The uid of the process that listens on TCP port `port` here (from
+ * /proc/net/tcp and tcp6, any address), or -1: none, or unreadable. */
+static long tcp_port_uid(uint16_t port)
+{
+  static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+  char line[512];
+  long uid = -1;
+  for (int f = 0; f < 2 && uid < 0; f++) {
+    FILE *fp = fopen(files[f], "re");
+    if (!fp)
+      continue;
+    while (uid < 0 && fgets(line, sizeof(line), fp)) {
+      char local[64];
+      unsigned st, p;
+      long u;
+      /* sl local rem st tx:rx tr:when retrnsmt uid */
+      if (sscanf(line, " %*s %63s %*s %x %*s %*s %*s %ld", local, &st, &u) != 3 || st != 0x0a)
+        continue;
+      char *colon = strrchr(local, ':');
+      if (colon && sscanf(colon + 1, "%x", &p) == 1 && p == port)
+        uid = u;
+    }
+    fclose(fp);
+  }
+  return uid;
+}
+
+/* A connect to the alias of the listener at sa: the names to try, best
+ * first; 0 where sa is not an address of this host. */
+static int alias_names(const struct sockaddr *sa, char names[3][RMX_SHM_NAME_MAX + 1])
+{
+  struct sockaddr_in any4 = {.sin_family = AF_INET};
+  struct sockaddr_in6 any6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+  if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) || !is_local(sa))
+    return 0;
+  any4.sin_port = any6.sin6_port = htons(sa_port(sa));
+  int n = 0;
+  alias_name(sa, names[n++]);
+  if (sa->sa_family == AF_INET)
+    alias_name((struct sockaddr *)&any4, names[n++]);
+  alias_name((struct sockaddr *)&any6, names[n++]); /* dual-stack: IPv4 peers too */
+  return n;
 }
 
 /* ---- listening ---- */
@@ -97,7 +186,9 @@ static int shm_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
                       rmx_tp_listener_t **out)
 {
   char name[RMX_SHM_NAME_MAX + 1];
-  if (!sa || rmx__shm_sa_name(sa, name) != 0)
+  if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
+    alias_name(sa, name); /* the alias of a listener at that address */
+  else if (!sa || rmx__shm_sa_name(sa, name) != 0)
     return RMX_EINVAL; /* no groups over shm: a member's listener has no address */
   rmx_tp_listener_t *l = calloc(1, sizeof(*l));
   rmx_shm_listener_t *shl = calloc(1, sizeof(*shl));
@@ -115,7 +206,8 @@ static int shm_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
   shl->data = l;
   int rc = rmx__shm_listen(shl, tp->loop, name, incoming);
   if (rc) {
-    RMX_TP_LOG(tp->env, ERROR, "shm: cannot listen on %s: %s", name, rmx_strerror(rc));
+    if (sa->sa_family == AF_UNIX) /* an alias's failure is the core's to report */
+      RMX_TP_LOG(tp->env, ERROR, "shm: cannot listen on %s: %s", name, rmx_strerror(rc));
     free(l);
     free(shl);
     return rc;
@@ -152,13 +244,51 @@ static void shm_listen_pause(rmx_tp_listener_t *l, int pause)
 
 /* ---- connecting ---- */
 
+/* The first alias that answers and is held by the TCP port's uid. */
+static int alias_connect(rmx_tp_t *tp, rmx_shm_chan_t *ch, const struct sockaddr *sa,
+                         const char *const *names, int n, const rmx_shm_chan_cfg_t *cfg)
+{
+  long port_uid = -2; /* read once, when an alias answers */
+  for (int i = 0; i < n; i++) {
+    int fd, rc = rmx__shm_sock_connect(names[i], &fd);
+    if (rc == RMX_ECONNREFUSED)
+      continue;
+    if (rc)
+      return rc;
+    struct ucred cr = {.uid = (uid_t)-1};
+    socklen_t sl = sizeof(cr);
+    if (port_uid == -2)
+      port_uid = tcp_port_uid(sa_port(sa));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) == 0 && port_uid >= 0 &&
+        (long)cr.uid == port_uid) {
+      if ((rc = rmx__shm_chan_connect_fd(ch, tp->loop, fd, names[i], cfg,
+                                         &rmx__shm_pipe_cbs)) != 0)
+        close(fd);
+      return rc;
+    }
+    close(fd);
+    RMX_TP_LOG(tp->env, WARN, "shm: %s is held by uid %ld but TCP port %u by %s%ld: not "
+               "taken for a peer on this host", names[i], (long)cr.uid, sa_port(sa),
+               port_uid < 0 ? "nobody " : "uid ", port_uid);
+  }
+  return RMX_ECONNREFUSED;
+}
+
 static int shm_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hello, size_t len,
                        void *owner, rmx_tp_conn_t **out)
 {
-  char name[RMX_SHM_NAME_MAX + 1];
+  char names[3][RMX_SHM_NAME_MAX + 1];
+  const char *list[3] = {names[0], names[1], names[2]};
   rmx_shm_chan_cfg_t cfg;
-  if (len > TF_HELLO_MAX || rmx__shm_sa_name(sa, name) != 0)
+  int n = 1;
+  if (len > TF_HELLO_MAX)
     return RMX_EINVAL;
+  if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
+    if ((n = alias_names(sa, names)) == 0)
+      return RMX_ECONNREFUSED; /* not this host's address: no alias to reach */
+  } else if (rmx__shm_sa_name(sa, names[0]) != 0) {
+    return RMX_EINVAL;
+  }
   rmx_tp_conn_t *tc = rmx__tcp_conn_new(tp, 0);
   if (!tc)
     return RMX_ENOMEM;
@@ -171,7 +301,9 @@ static int shm_connect(rmx_tp_t *tp, const struct sockaddr *sa, const void *hell
   tc->hello_len = len;
   tc->state = TC_CONNECTING;
   rmx__shm_pipe_cfg(tc, &cfg);
-  int rc = rmx__shm_chan_connect(&p->ch, tp->loop, name, &cfg, &rmx__shm_pipe_cbs);
+  int rc = sa->sa_family == AF_UNIX
+               ? rmx__shm_chan_connect(&p->ch, tp->loop, names[0], &cfg, &rmx__shm_pipe_cbs)
+               : alias_connect(tp, &p->ch, sa, list, n, &cfg);
   if (rc) {
     rmx__tcp_conn_close(tc);
     return rc;
