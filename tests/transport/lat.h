@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* What the shared-memory latency programs share: pinning to a CPU, the
- * clock, giving up, and sorting round trips. Define LAT_PROG (the
- * program's name, for its messages) before including this. */
+/* What the shared-memory latency and bandwidth programs share: pinning to
+ * a CPU, the clock, giving up, and sorting round trips (inline, so that a
+ * program need not use them all). Define LAT_PROG (the program's name, for
+ * its messages) before including this. */
 #ifndef RMX_TEST_LAT_H
 #define RMX_TEST_LAT_H
 
@@ -12,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-static void pin(int cpu)
+static inline void pin(int cpu)
 {
   cpu_set_t s;
   CPU_ZERO(&s);
@@ -21,20 +22,20 @@ static void pin(int cpu)
     fprintf(stderr, LAT_PROG ": cannot pin to CPU %d: %s\n", cpu, strerror(errno));
 }
 
-static void die(const char *what)
+static inline void die(const char *what)
 {
   fprintf(stderr, LAT_PROG ": %s\n", what);
   exit(1);
 }
 
-static double now_ns(void)
+static inline double now_ns(void)
 {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static int cmp(const void *a, const void *b)
+static inline int cmp(const void *a, const void *b)
 {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
