@@ -110,6 +110,9 @@ const rmx__setting_t rmx__settings[] = {
       "Send queue entries per RDMA connection (what it has posted at once; more wait in rmx); "
       "0: 2 x RMX_RX_DEPTH + 2 x RMX_RNDV_DEPTH + 8, or 6 on the shared receive queue; "
       "at least 3 (reads and writes go in parts of half the queue's worth)."),
+  {"RMX_TRANSPORTS", FIELD(transports), RMX__SET_STR, 0, 0, 0, NULL,
+   "The transports auto:// tries per connection, best first, and the listeners a listener "
+   "adds; empty: shm,rdma,tcp. One alone with ! after it (rdma!) is required: no fall back."},
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,
@@ -425,6 +428,11 @@ int rmx__config_check(const rmx_config_t *c)
                  s->field, s->env, x, s->min, s->max);
       rc = RMX_EINVAL;
     }
+  }
+  const char *why;
+  if (rc == 0 && rmx__tp_order(c->transports, NULL, NULL, &why) < 0) {
+    RMX_LOG_AT(level, ERROR, "RMX_TRANSPORTS=%s: %s", c->transports, why);
+    rc = RMX_EINVAL;
   }
   if (rc == 0)
     rc = check_rules(c, level);

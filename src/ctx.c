@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 
 #include "config.h"
+#include "conn/choose.h"
 #include "names.h"
 #include "rails.h"
 #include "rmx_int.h"
@@ -201,6 +202,7 @@ int rmx_ctx_create(rmx_ctx_t **out, struct uv_loop_s *loop, const rmx_config_t *
     .msg_fail = rmx__msg_fail_all, .rpc_fail = rmx__rpc_fail_all, .auth_end = rmx__auth_end,
     .rpc_drop = rmx__rpc_drop_unanswered, .conn_freed = conn_freed,
     .conn_retry = rmx__reconnect_lost,
+    .conn_fallback = rmx__conn_fallback,
     .rma_progress = rmx__rma_progress, .reads_resume = rmx__msg_reads_resume,
     .rpc_deliver = rmx__rpc_deliver, .rpc_due = rmx__rpc_due,
     .notify_deliver = rmx__notify_deliver, .conn_gone = conn_gone,

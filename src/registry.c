@@ -32,18 +32,18 @@ static struct {
   const char *scheme;
   const rmx_tp_ops_t *ops; /* NULL: not available (absent says why) */
   const char *absent;
-  int auto_rank;           /* auto:// tries lower ranks first */
 } registry[RMX_TP_COUNT] = {
-  [SLOT_TCP] = {"tcp", &rmx__tcp_ops, NULL, 1},
+  [SLOT_TCP] = {"tcp", &rmx__tcp_ops, NULL},
 #ifdef RMX_VERBS_BUILTIN
-  [SLOT_RDMA] = {"rdma", &rmx__verbs_ops, NULL, 0},
+  [SLOT_RDMA] = {"rdma", &rmx__verbs_ops, NULL},
 #else
-  [SLOT_RDMA] = {"rdma", NULL, "rmx was built without rdma-core", 0},
+  [SLOT_RDMA] = {"rdma", NULL, "rmx was built without rdma-core"},
 #endif
-  /* Not one auto:// picks for a whole context: it reaches peers on this
-   * host only. */
-  [SLOT_SHM] = {"shm", &rmx__shm_ops, NULL, -1},
+  [SLOT_SHM] = {"shm", &rmx__shm_ops, NULL},
 };
+
+/* RMX_TRANSPORTS when empty. */
+static const int default_order[] = {SLOT_SHM, SLOT_RDMA, SLOT_TCP};
 
 #ifdef RMX_VERBS_MODULE
 #define MODULE_NAME "librmx-verbs.so." RMX_ABI_VERSION_STR
@@ -107,14 +107,46 @@ int rmx__tp_lookup(const char *scheme, int *slot, const char **why)
   return RMX_EINVAL;
 }
 
-int rmx__tp_auto(int slots[RMX_TP_COUNT])
+int rmx__tp_order(const char *spec, int slots[RMX_TP_COUNT], int *required, const char **why)
 {
-  int n = 0;
-  load();
-  for (int rank = 0; rank < RMX_TP_COUNT; rank++)
+  int mine[RMX_TP_COUNT], n = 0, req = 0;
+  slots = slots ? slots : mine;
+  if (!spec || !*spec) {
+    for (size_t k = 0; k < sizeof(default_order) / sizeof(default_order[0]); k++)
+      slots[n++] = default_order[k];
+  }
+  for (const char *p = spec ? spec : ""; *p;) {
+    size_t len = strcspn(p, ",!");
+    int slot = -1;
     for (int i = 0; i < RMX_TP_COUNT; i++)
-      if (registry[i].ops && registry[i].auto_rank == rank)
-        slots[n++] = i;
+      if (strlen(registry[i].scheme) == len && strncmp(registry[i].scheme, p, len) == 0)
+        slot = i;
+    if (slot < 0) {
+      *why = "names a transport rmx does not have (tcp, rdma, shm)";
+      return RMX_EINVAL;
+    }
+    for (int k = 0; k < n; k++)
+      if (slots[k] == slot) {
+        *why = "names a transport twice";
+        return RMX_EINVAL;
+      }
+    slots[n++] = slot;
+    p += len;
+    if (*p == '!') {
+      req = 1;
+      p++;
+    }
+    if (*p == ',' && *++p == '\0') {
+      *why = "ends with a comma";
+      return RMX_EINVAL;
+    }
+  }
+  if (req && n != 1) {
+    *why = "a required transport (\"rdma!\") is the only one listed";
+    return RMX_EINVAL;
+  }
+  if (required)
+    *required = req;
   return n;
 }
 

@@ -15,10 +15,12 @@ enum { RMX_TP_COUNT = 3 };
 
 /* The slot of a URI scheme: 0 and *slot, RMX_EINVAL (unknown scheme), or
  * RMX_ENOTSUP (known, not built: *why says why). "auto" is not a slot:
- * see rmx__tp_auto. */
+ * see rmx__tp_order. */
 int rmx__tp_lookup(const char *scheme, int *slot, const char **why);
-/* auto://: the slots to try, best first; returns how many. */
-int rmx__tp_auto(int slots[RMX_TP_COUNT]);
+/* RMX_TRANSPORTS (spec; empty: the default order): the slots auto:// tries,
+ * best first, built or not, into slots (NULL: only check), and whether
+ * the one listed is required. Returns how many, or RMX_EINVAL with *why. */
+int rmx__tp_order(const char *spec, int slots[RMX_TP_COUNT], int *required, const char **why);
 /* The ops of a slot, or NULL when that transport is not built. */
 const rmx_tp_ops_t *rmx__tp_ops(int slot);
 

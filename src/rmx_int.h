@@ -214,6 +214,8 @@ typedef struct rmx__upcalls {
   void (*auth_end)(rmx_conn_t *c);              /* auth.c */
   /* conn.c, down and reported, not closed by the application. */
   void (*conn_retry)(rmx_conn_t *c);            /* reconnect.c */
+  /* conn.c, a first connect failed: 1 when auto:// tries the next transport */
+  int (*conn_fallback)(rmx_conn_t *c, int status); /* choose.c */
   /* conn.c, destroying: RPC requests never answered end with the context. */
   void (*rpc_drop)(rmx_conn_t *c);              /* rpc.c */
   /* conn.c: a connection was freed while the context is dying. */
@@ -269,6 +271,8 @@ struct rmx_listener {
   rmx_list_t link;
   int tpi;
   rmx_tp_listener_t *tl;
+  /* the same listener over other transports (src/conn/choose.c); an alias's parent */
+  struct rmx_listener *alias[RMX_TP_COUNT - 1], *parent;
   rmx_accept_cb on_accept;
   void *arg;
   int closed;
@@ -324,6 +328,8 @@ struct rmx_conn {
   rmx_list_t link;
   int tpi;
   const rmx_tp_ops_t *ops;
+  /* auto://: the transports to try, and which; by_name: shm://NAME (src/conn/choose.c) */
+  uint8_t auto_slot[RMX_TP_COUNT], auto_n, auto_i, by_name;
   rmx_tp_conn_t *tc;
   rmx__conn_state_t state;
   rmx__tp_state_t tp_state;
@@ -344,8 +350,7 @@ struct rmx_conn {
   void *close_arg;
   uv_getaddrinfo_t gai;
   int gai_active;
-  char host[256];
-  char port[8];
+  char host[256], port[8];
   char peer[272];       /* the peer's address, for logs: "host:port" */
   uint16_t wire_version; /* the protocol version both sides agreed on (src/conn/connect.c) */
   uint32_t features;     /* RMX_FEAT_* both sides have */

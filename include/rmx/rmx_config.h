@@ -285,6 +285,18 @@ typedef struct rmx_config {
    * in rmx sooner. TCP queues without a limit.
    */
   uint32_t sq_depth;
+  /**
+   * Which transports auto:// tries for each connection, best first, and
+   * which listeners a listener adds (RMX_TRANSPORTS; empty, the default:
+   * "shm,rdma,tcp"). Comma-separated schemes; one alone with a "!" after
+   * it ("rdma!") is required: auto:// then fails rather than fall back.
+   * A connect tries shm when the peer's address is this host's and its
+   * listener answers there, rdma where this side has a device, then tcp;
+   * each that fails during set-up gives way to the next with a warning.
+   * A listener at tcp://, rdma:// or auto:// also answers over shm when
+   * shm is listed (docs/architecture.md, "auto:// per peer").
+   */
+  char transports[32];
 } rmx_config_t;
 
 /**

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "choose.h"
 #include "group.h"
 #include "hello.h"
 
@@ -26,16 +27,18 @@ static int tp_open(rmx_ctx_t *ctx, int i)
 static int ctx_tp(rmx_ctx_t *ctx, const char *scheme, int *tpi)
 {
   const char *why = "";
-  int slots[RMX_TP_COUNT], rc = RMX_ENODEV;
+  int slots[RMX_TP_COUNT], rc;
   if (strcmp(scheme, "auto") == 0) {
-    /* The first transport that can open here (verbs: a device). */
-    int n = rmx__tp_auto(slots);
-    for (int k = 0; k < n; k++)
-      if ((rc = tp_open(ctx, slots[k])) == 0) {
+    /* The first of RMX_TRANSPORTS that opens here (verbs: a device) and
+     * has addresses of its own; a connect then chooses per peer. */
+    int n = rmx__choose_slots(ctx, slots);
+    if (n < 0)
+      return n;
+    *tpi = slots[0]; /* shm alone: a listener answers at its alias only */
+    for (int k = n - 1; k >= 0; k--)
+      if (!(ctx->tp_ops[slots[k]]->flags & RMX_TP_F_LOCAL_NAME))
         *tpi = slots[k];
-        return 0;
-      }
-    return rc;
+    return 0;
   }
   if ((rc = rmx__tp_lookup(scheme, tpi, &why)) != 0) {
     if (rc == RMX_ENOTSUP)
@@ -94,6 +97,8 @@ int rmx_listen(rmx_ctx_t *ctx, const char *uri, rmx_accept_cb on_accept, void *a
     return rc;
   rc = rmx__listener_open(ctx, tpi, res->ai_addr, on_accept, arg, out);
   freeaddrinfo(res);
+  if (rc == 0) /* the same listener over shm (and, for auto://, the others) */
+    rmx__choose_aliases(*out, strcmp(u.scheme, "auto") == 0);
   return rc;
 }
 
@@ -216,7 +221,10 @@ static void connect_start(rmx_conn_t *c, const struct sockaddr *sa)
     memcpy(hello + hlen, c->auth.crange, RMX_WIRE_RANGE_LEN);
     hlen += RMX_WIRE_RANGE_LEN;
   }
-  int rc = c->ops->connect(ctx->tp[c->tpi], sa, hello, hlen, c, &c->tc);
+  int rc;
+  while ((rc = c->ops->connect(ctx->tp[c->tpi], sa, hello, hlen, c, &c->tc)) != 0 &&
+         rmx__choose_next(c, rc))
+    ; /* auto://: the next transport */
   if (rc) {
     rmx__conn_down(c, rc);
     return;
@@ -257,11 +265,24 @@ static void name_connect(rmx__deferred_t *d)
     connect_start(c, (struct sockaddr *)&ss);
 }
 
+int rmx__conn_fallback(rmx_conn_t *c, int status)
+{
+  if (!rmx__choose_fallback(c, status))
+    return 0;
+  uint8_t tpi = (uint8_t)c->tpi; /* the reset leaves the transport chosen */
+  rmx__reconnect_reset(c);
+  c->tpi = tpi;
+  int rc = rmx__conn_resolve(c);
+  if (rc)
+    rmx__conn_down(c, rc);
+  return 1;
+}
+
 /* Resolve the connection's host, then connect (gai_cb): the first connect
  * and every reconnect attempt. */
 int rmx__conn_resolve(rmx_conn_t *c)
 {
-  if (c->ops->flags & RMX_TP_F_LOCAL_NAME) {
+  if (c->by_name) {
     c->defer_connect.fn = name_connect;
     rmx__defer_once(c->ctx, &c->defer_connect);
     c->gai_active = 1;
@@ -292,9 +313,16 @@ int rmx_connect_opts(rmx_ctx_t *ctx, const char *uri, const rmx_connect_opts_t *
   c->on_connected = on_connected;
   c->connect_arg = arg;
   c->state = RMX_CS_RESOLVING;
+  c->by_name = strcmp(u.scheme, "auto") != 0 && (c->ops->flags & RMX_TP_F_LOCAL_NAME);
+  if (strcmp(u.scheme, "auto") == 0 && (rc = rmx__choose_auto(c)) != 0) {
+    rmx_list_del(&c->link);
+    ctx->nconns--;
+    free(c);
+    return rc;
+  }
   memcpy(c->host, u.host, sizeof(c->host));
   memcpy(c->port, u.port, sizeof(c->port));
-  if (c->ops->flags & RMX_TP_F_LOCAL_NAME)
+  if (c->by_name)
     snprintf(c->peer, sizeof(c->peer), "%s", c->host);
   else
     snprintf(c->peer, sizeof(c->peer), "%s:%s", c->host, c->port);
@@ -418,7 +446,7 @@ void rmx__conn_ready(rmx_conn_t *c)
     if (c->rail_token) /* a rail: the core's, never the application's */
       c->ctx->up.rail_attach(c);
     else
-      l->on_accept(l, c, l->arg);
+      l->on_accept(l->parent ? l->parent : l, c, l->arg); /* an alias: the listener made */
     rmx__listener_unref(l);
   }
   /* Data that arrived with the handshake, or sends queued in on_accept. */

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "choose.h"
 #include "group.h"
 #include "../registry.h"
 
@@ -213,6 +214,7 @@ void rmx_listener_close(rmx_listener_t *l)
   rmx_list_del(&l->link);
   if (l->member)
     group_leave(l);
+  rmx__choose_aliases_close(l);
   l->ctx->tp_ops[l->tpi]->listen_close(l->tl);
   rmx__listener_unref(l);
 }

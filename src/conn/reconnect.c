@@ -15,7 +15,7 @@
  */
 #include <string.h>
 
-#include "rmx_int.h"
+#include "choose.h"
 
 static void recon_timer_cb(uv_timer_t *t);
 
@@ -116,7 +116,7 @@ void rmx__reconnect_cancel(rmx_conn_t *c)
 /* Forget the last transport connection: every queue is empty (they failed
  * on the way down), so only counters and states go back to a new
  * connection's. The handle, its callbacks, stats and ids stay. */
-static void attempt_reset(rmx_conn_t *c)
+void rmx__reconnect_reset(rmx_conn_t *c)
 {
   c->state = RMX_CS_RESOLVING;
   c->tp_state = RMX_TPS_NONE;
@@ -149,7 +149,9 @@ static void recon_timer_cb(uv_timer_t *t)
       break;
     rmx_list_del(n);
     rmx_list_init(n);
-    attempt_reset(c);
+    rmx__reconnect_reset(c);
+    if (c->auto_n) /* auto:// starts from its best transport again */
+      c->auto_i = 0, c->tpi = c->auto_slot[0], c->ops = ctx->tp_ops[c->tpi];
     RMX_LOG(ctx, INFO, "%s peer %s: reconnect attempt %u", c->ops->name, c->peer,
             c->recon.attempt);
     int rc = rmx__conn_resolve(c);

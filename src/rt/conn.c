@@ -217,6 +217,9 @@ void rmx__listener_slots(rmx_listener_t *l)
 static void conn_finish(rmx_conn_t *c)
 {
   int op_status = c->user_closed ? RMX_ECANCELED : (c->err ? c->err : RMX_ECONNRESET);
+  /* auto://: a first connect's transport failed, the next is tried */
+  if (c->auto_n && !c->reported && c->ctx->up.conn_fallback(c, op_status))
+    return;
   c->finished = 1;
   c->ctx->up.msg_fail(c, op_status); /* request sends first: their calls then end */
   c->ctx->up.rpc_fail(c, op_status);

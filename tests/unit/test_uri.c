@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "rmx_int.h"
 
@@ -96,10 +98,52 @@ static void schemes_come_from_the_registry(void **state)
   else
     assert_true(rc == RMX_ENOTSUP && why != NULL);
   assert_int_equal(rmx__tp_lookup("auto", &slot, &why), RMX_EINVAL); /* not a slot */
-  int slots[RMX_TP_COUNT];
-  int n = rmx__tp_auto(slots);
-  assert_true(n >= 1);
-  assert_string_equal(rmx__tp_ops(slots[n - 1])->name, "tcp"); /* the fallback */
+  /* RMX_TRANSPORTS: the default order, a chosen one, one required, and
+   * what is refused */
+  int slots[RMX_TP_COUNT], req = -1;
+  assert_int_equal(rmx__tp_order("", slots, &req, &why), 3);
+  assert_string_equal(rmx__tp_ops(slots[0])->name, "shm");
+  assert_int_equal(req, 0);
+  assert_string_equal(rmx__tp_ops(slots[2])->name, "tcp"); /* the fallback */
+  assert_int_equal(rmx__tp_order("tcp,shm", slots, &req, &why), 2);
+  assert_string_equal(rmx__tp_ops(slots[0])->name, "tcp");
+  assert_string_equal(rmx__tp_ops(slots[1])->name, "shm");
+  assert_int_equal(rmx__tp_order("tcp!", slots, &req, &why), 1);
+  assert_int_equal(req, 1);
+  static const char *const bad[] = {"tcp,tcp", "udp", "tcp,", "rdma!,tcp", "tcp,shm!", ",tcp",
+                                    "tcp;shm"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    why = NULL;
+    assert_int_equal(rmx__tp_order(bad[i], slots, &req, &why), RMX_EINVAL);
+    assert_non_null(why);
+  }
+}
+
+/* shm://NAME: a path or an abstract name, no port */
+static void socket_names(void **state)
+{
+  rmx__uri_t u;
+  struct sockaddr_storage ss;
+  assert_int_equal(rmx__uri_parse("shm://@svc", &u), 0);
+  assert_string_equal(u.host, "@svc");
+  assert_string_equal(u.port, "");
+  assert_int_equal(rmx__uri_unix(u.host, &ss), 0);
+  assert_int_equal(ss.ss_family, AF_UNIX);
+  assert_int_equal(((struct sockaddr_un *)&ss)->sun_path[0], '\0');
+  assert_string_equal(((struct sockaddr_un *)&ss)->sun_path + 1, "svc");
+  assert_int_equal(rmx__uri_parse("shm:///run/a:b/sock", &u), 0); /* colons are the name's */
+  assert_string_equal(u.host, "/run/a:b/sock");
+  assert_int_equal(rmx__uri_unix(u.host, &ss), 0);
+  assert_string_equal(((struct sockaddr_un *)&ss)->sun_path, "/run/a:b/sock");
+  char buf[64];
+  assert_string_equal(rmx__sa_str((struct sockaddr *)&ss, buf, sizeof(buf)), "/run/a:b/sock");
+  assert_int_equal(rmx__uri_parse("shm://", &u), RMX_EINVAL);
+  assert_int_equal(rmx__uri_parse("shm://@", &u), RMX_EINVAL);
+  char longname[200] = "shm://@";
+  memset(longname + 7, 'x', 107);
+  assert_int_equal(rmx__uri_parse(longname, &u), RMX_EINVAL); /* 108 bytes with the @ */
+  longname[7 + 106] = '\0';
+  assert_int_equal(rmx__uri_parse(longname, &u), 0);
 }
 
 static void errors_have_names(void **state)
@@ -118,6 +162,7 @@ int main(void)
     cmocka_unit_test(rejects_invalid),
     cmocka_unit_test(says_which_part),
     cmocka_unit_test(schemes_come_from_the_registry),
+    cmocka_unit_test(socket_names),
     cmocka_unit_test(errors_have_names),
   };
   return cmocka_run_group_tests_name("uri", tests, NULL, NULL);
