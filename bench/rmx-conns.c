@@ -12,7 +12,13 @@
  *   made and idle, less what it had listening alone), and fairness: the
  *   fewest and the most calls one connection completed, over the mean.
  *
- *   rmx-conns tcp|rdma ADDR N [SECONDS] [--json] [--contexts K] [--work US]
+ *   rmx-conns tcp|rdma|shm ADDR N [SECONDS] [--json] [--contexts K] [--work US]
+ *
+ * For shm, ADDR is the listener's name: "@NAME" (abstract) or a path. The
+ * memory figures then also split what a connection holds: each process's
+ * private bytes and proportional set size (Pss), and the segment both map
+ * (its mapped size, counted once: its pages are allocated when it is
+ * made, so a page neither side has touched still costs the host).
  *
  * With --contexts K the server is K contexts, one thread each, serving
  * one listener group; it then also reports how evenly the connections
@@ -133,18 +139,47 @@ static void *s_thread(void *arg)
   return NULL;
 }
 
-static long long rss_bytes(void)
+/* This process's memory, from /proc/self/smaps, in bytes: resident,
+ * proportional (a page mapped by two processes counts half), private
+ * outside the shm segments, and the segments' mapped and resident bytes.
+ * A segment's pages are private to whichever side alone touched them:
+ * they are counted as the segment's, not as that side's. */
+typedef struct mem {
+  long long rss, pss, priv, seg, seg_rss;
+} mem_t;
+
+static mem_t mem_now(void)
 {
-  long long pages = 0, res = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (f && fscanf(f, "%lld %lld", &pages, &res) != 2)
-    res = 0;
+  mem_t m = {0};
+  char line[512];
+  int in_seg = 0;
+  FILE *f = fopen("/proc/self/smaps", "r");
+  while (f && fgets(line, sizeof(line), f)) {
+    unsigned long lo, hi;
+    long long kb;
+    char key[64];
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ')) {
+      in_seg = strstr(line, "/memfd:rmx-shm") != NULL;
+      if (in_seg)
+        m.seg += (long long)(hi - lo);
+    } else if (sscanf(line, "%63[^:]: %lld kB", key, &kb) == 2) {
+      kb *= 1024;
+      if (strcmp(key, "Rss") == 0) {
+        m.rss += kb;
+        m.seg_rss += in_seg ? kb : 0;
+      } else if (strcmp(key, "Pss") == 0) {
+        m.pss += kb;
+      } else if (!in_seg && strncmp(key, "Private_", 8) == 0) {
+        m.priv += kb;
+      }
+    }
+  }
   if (f)
     fclose(f);
-  return res * sysconf(_SC_PAGESIZE);
+  return m;
 }
 
-/* 'r': report resident bytes, registered bytes, connections, and the
+/* 'r': report the memory (mem_t), registered bytes, connections, and the
  * fewest and most connections one context took; 'q': end. */
 static void s_request(uv_poll_t *h, int status, int events)
 {
@@ -173,7 +208,9 @@ static void s_request(uv_poll_t *h, int status, int events)
     lo = sc[i].accepted < lo ? sc[i].accepted : lo;
     hi = sc[i].accepted > hi ? sc[i].accepted : hi;
   }
-  dprintf(s_out, "%lld %llu %llu %d %d\n", rss_bytes(), reg, conns, lo, hi);
+  mem_t m = mem_now();
+  dprintf(s_out, "%lld %lld %lld %lld %lld %llu %llu %d %d\n", m.rss, m.pss, m.priv, m.seg,
+          m.seg_rss, reg, conns, lo, hi);
 }
 
 static int serve(const char *uri, int n)
@@ -276,9 +313,11 @@ static void spin_until(const int *a, const int *b, int want, double secs)
 
 static int s_lo, s_hi; /* the fewest and most connections one server context took */
 
-static void ask(FILE *from, int to, long long *rss, unsigned long long *reg, unsigned long long *c)
+static void ask(FILE *from, int to, mem_t *m, unsigned long long *reg, unsigned long long *c)
 {
-  if (write(to, "r", 1) != 1 || fscanf(from, "%lld %llu %llu %d %d", rss, reg, c, &s_lo, &s_hi) != 5)
+  if (write(to, "r", 1) != 1 ||
+      fscanf(from, "%lld %lld %lld %lld %lld %llu %llu %d %d", &m->rss, &m->pss, &m->priv, &m->seg,
+             &m->seg_rss, reg, c, &s_lo, &s_hi) != 9)
     die("the server did not report", 0);
 }
 
@@ -289,13 +328,15 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 static const char usage[] =
-    "usage: rmx-conns [--json] [--contexts K] [--work US] tcp|rdma ADDR N [SECONDS]\n"
+    "usage: rmx-conns [--json] [--contexts K] [--work US] tcp|rdma|shm ADDR N [SECONDS]\n"
     "  One server (a child process) answers 8-byte RPCs; N connections to it are\n"
     "  opened (128 connects in flight at most), then each keeps one call\n"
     "  outstanding for SECONDS (3).\n"
     "  Prints the connect time and rate, calls per second, p50 and p99 round\n"
     "  trip, the server's resident and registered bytes per idle connection, and\n"
     "  the fewest and most calls of one connection over the mean.\n"
+    "  shm: ADDR is the listener's @NAME or path; adds each side's private and\n"
+    "  proportional bytes and the shared segment's, per idle connection.\n"
     "  --json     one JSON object instead of the line\n"
     "  --contexts K  the server is K contexts on K threads, one listener group;\n"
     "             adds how evenly they took the connections\n"
@@ -326,8 +367,9 @@ int main(int argc, char **argv)
   int argn = argc - first;
   char **args = argv + first;
   if (argn < 3 || argn > 4)
-    tool_bad("expected tcp|rdma, an address and a count");
-  if (strcmp(args[0], "tcp") != 0 && strcmp(args[0], "rdma") != 0)
+    tool_bad("expected tcp|rdma|shm, an address and a count");
+  int shm = strcmp(args[0], "shm") == 0;
+  if (strcmp(args[0], "tcp") != 0 && strcmp(args[0], "rdma") != 0 && !shm)
     tool_bad("unknown transport '%s'", args[0]);
   n = (int)tool_num("N", args[2], 1, 1000000);
   double secs = argn > 3 ? (double)tool_num("SECONDS", args[3], 1, 3600) : 3.0;
@@ -341,7 +383,7 @@ int main(int argc, char **argv)
   if (pipe(req) || pipe(rep))
     die("pipe", 0);
   char uri[200];
-  snprintf(uri, sizeof(uri), "%s://%s:0", args[0], args[1]);
+  snprintf(uri, sizeof(uri), shm ? "%s://%s" : "%s://%s:0", args[0], args[1]);
   server_pid = fork();
   if (server_pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -373,9 +415,9 @@ int main(int argc, char **argv)
   if (!cls || !samples)
     die("memory", 0);
 
-  long long rss0, rss1;
+  mem_t s0, s1, m0 = mem_now(), m1; /* the server's, this process's */
   unsigned long long reg0, reg1, c0, c1;
-  ask(from, req[1], &rss0, &reg0, &c0);
+  ask(from, req[1], &s0, &reg0, &c0);
   /* At most WINDOW connects in flight: one thread making a thousand QPs
    * at once answers the server's replies late, and a server drops a
    * connection whose handshake outlasts RMX_HANDSHAKE_TIMEOUT_MS. */
@@ -392,7 +434,8 @@ int main(int argc, char **argv)
     die("not every connection was made", RMX_ECONNREFUSED);
   for (int i = 0; i < 200; i++) /* the server's side settles */
     rmx_ctx_progress(ctx);
-  ask(from, req[1], &rss1, &reg1, &c1);
+  ask(from, req[1], &s1, &reg1, &c1);
+  m1 = mem_now();
 
   running = 1;
   for (int i = 0; i < n; i++)
@@ -418,22 +461,42 @@ int main(int argc, char **argv)
   double p99 = nsamples ? samples[(size_t)((double)nsamples * 0.99)] / 1e3 : 0;
   double mean = (double)total / n;
   double rate = (double)total / elapsed;
-  double rss_per = (double)(rss1 - rss0) / n, reg_per = ((double)reg1 - (double)reg0) / n;
+  double rss_per = (double)(s1.rss - s0.rss) / n, reg_per = ((double)reg1 - (double)reg0) / n;
   double share = (double)n / s_k; /* connections per server context, if even */
   if (json)
     printf("{\"conns\": %d, \"connect_s\": %.3f, \"connects_per_s\": %.0f, \"calls_per_s\": %.0f, "
            "\"p50_us\": %.1f, \"p99_us\": %.1f, \"server_rss_per_conn\": %.0f, "
            "\"server_reg_per_conn\": %.0f, \"fewest_over_mean\": %.2f, "
            "\"most_over_mean\": %.2f, \"contexts\": %d, \"spread_lo\": %.3f, "
-           "\"spread_hi\": %.3f, \"work_us\": %llu}\n",
+           "\"spread_hi\": %.3f, \"work_us\": %llu",
            n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean, s_k,
            s_lo / share, s_hi / share, (unsigned long long)(s_work_ns / 1000));
   else
     printf("conns %d  connect %.3f s (%.0f/s)  %.0f calls/s  p50 %.1f us  p99 %.1f us  "
            "server per conn: %.0f B resident, %.0f B registered  fairness %.2f .. %.2f"
-           "  contexts %d, spread %.3f .. %.3f\n",
+           "  contexts %d, spread %.3f .. %.3f",
            n, tconn, n / tconn, rate, p50, p99, rss_per, reg_per, lo / mean, hi / mean, s_k,
            s_lo / share, s_hi / share);
+  if (shm) {
+    /* The host's cost of a connection: what each side holds alone, and
+     * the segment once (both map it; its pages exist untouched too). */
+#define PER(a, b, f) ((double)((b).f - (a).f) / n)
+    double host = PER(s0, s1, priv) + PER(m0, m1, priv) + PER(s0, s1, seg);
+    if (json)
+      printf(", \"server_pss_per_conn\": %.0f, \"server_private_per_conn\": %.0f, "
+             "\"client_rss_per_conn\": %.0f, \"client_pss_per_conn\": %.0f, "
+             "\"client_private_per_conn\": %.0f, \"seg_per_conn\": %.0f, "
+             "\"seg_resident_per_conn\": %.0f, \"host_per_conn\": %.0f",
+             PER(s0, s1, pss), PER(s0, s1, priv), PER(m0, m1, rss), PER(m0, m1, pss),
+             PER(m0, m1, priv), PER(s0, s1, seg), PER(s0, s1, seg_rss), host);
+    else
+      printf("\n  per idle conn: server %.0f B private, %.0f B Pss; client %.0f B private, "
+             "%.0f B Pss; segment %.0f B mapped, %.0f B resident; host %.0f B",
+             PER(s0, s1, priv), PER(s0, s1, pss), PER(m0, m1, priv), PER(m0, m1, pss),
+             PER(s0, s1, seg), PER(s0, s1, seg_rss), host);
+#undef PER
+  }
+  printf(json ? "}\n" : "\n");
   fflush(stdout);
 
   for (int i = 0; i < n; i++)
