@@ -12,7 +12,9 @@ bin=$1 scheme=$2
 addr=${RMX_TEST_ADDR:-${RXE_VM_ADDR:-127.0.0.1}}
 out=$(mktemp) json=$(mktemp) err=$(mktemp)
 trap 'kill "$srv" 2>/dev/null || true; rm -f "$out" "$json" "$err"' EXIT
-"$bin/rmx-perf" server "$scheme://$addr:0" >"$out" &
+listen="$scheme://$addr:0"
+[ "$scheme" = shm ] && listen="shm://@rmx-perf-check-$$" # a socket name, no port
+"$bin/rmx-perf" server "$listen" >"$out" &
 srv=$!
 for _ in $(seq 300); do grep -q listening "$out" && break; sleep 0.1; done
 uri=$(sed -n 's/^listening on //p' "$out")
