@@ -161,9 +161,16 @@ int main(int argc, char **argv)
     if (cfg.device[0])
       printf("  RMX_DEVICE=%s names no device here: rdma:// cannot be used\n", cfg.device);
   }
-  printf("\nTransports:\n  tcp://   usable\n  rdma://  %s%s\n  auto://  %s\n",
+  const char *shm_why = NULL;
+  int shm = rmx_transport_available("shm", &shm_why) == 0;
+  printf("\nTransports:\n  tcp://   usable\n  rdma://  %s%s\n  shm://   %s%s\n",
          usable ? "usable" : "not usable here: ", usable ? "" : why,
-         usable ? "rdma where a device routes to the peer" : "tcp");
+         shm ? "usable (peers on this host)" : "not usable: ", shm ? "" : shm_why);
+  /* auto:// per peer, in RMX_TRANSPORTS' order */
+  printf("  auto://  per peer, in the order %s: %s%stcp otherwise\n",
+         cfg.transports[0] ? cfg.transports : "shm,rdma,tcp (RMX_TRANSPORTS)",
+         shm ? "shm for a peer on this host, " : "",
+         usable ? "rdma where a device routes to the peer, " : "");
   struct rlimit rl;
   if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
     if (rl.rlim_cur == RLIM_INFINITY)
