@@ -12,7 +12,7 @@
  *   made and idle, less what it had listening alone), and fairness: the
  *   fewest and the most calls one connection completed, over the mean.
  *
- *   rmx-conns tcp|rdma|shm ADDR N [SECONDS] [--json] [--contexts K] [--work US]
+ *   rmx-conns tcp|rdma|shm|auto ADDR N [SECONDS] [--json] [--contexts K] [--work US]
  *
  * For shm, ADDR is the listener's name: "@NAME" (abstract) or a path. The
  * memory figures then also split what a connection holds: each process's
@@ -328,7 +328,7 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 static const char usage[] =
-    "usage: rmx-conns [--json] [--contexts K] [--work US] tcp|rdma|shm ADDR N [SECONDS]\n"
+    "usage: rmx-conns [--json] [--contexts K] [--work US] tcp|rdma|shm|auto ADDR N [SECONDS]\n"
     "  One server (a child process) answers 8-byte RPCs; N connections to it are\n"
     "  opened (128 connects in flight at most), then each keeps one call\n"
     "  outstanding for SECONDS (3).\n"
@@ -337,6 +337,7 @@ static const char usage[] =
     "  the fewest and most calls of one connection over the mean.\n"
     "  shm: ADDR is the listener's @NAME or path; adds each side's private and\n"
     "  proportional bytes and the shared segment's, per idle connection.\n"
+    "  auto: a tcp:// server at ADDR, and auto:// connects (on this host: shm).\n"
     "  --json     one JSON object instead of the line\n"
     "  --contexts K  the server is K contexts on K threads, one listener group;\n"
     "             adds how evenly they took the connections\n"
@@ -367,9 +368,9 @@ int main(int argc, char **argv)
   int argn = argc - first;
   char **args = argv + first;
   if (argn < 3 || argn > 4)
-    tool_bad("expected tcp|rdma|shm, an address and a count");
-  int shm = strcmp(args[0], "shm") == 0;
-  if (strcmp(args[0], "tcp") != 0 && strcmp(args[0], "rdma") != 0 && !shm)
+    tool_bad("expected tcp|rdma|shm|auto, an address and a count");
+  int shm = strcmp(args[0], "shm") == 0, is_auto = strcmp(args[0], "auto") == 0;
+  if (strcmp(args[0], "tcp") != 0 && strcmp(args[0], "rdma") != 0 && !shm && !is_auto)
     tool_bad("unknown transport '%s'", args[0]);
   n = (int)tool_num("N", args[2], 1, 1000000);
   double secs = argn > 3 ? (double)tool_num("SECONDS", args[3], 1, 3600) : 3.0;
@@ -383,7 +384,8 @@ int main(int argc, char **argv)
   if (pipe(req) || pipe(rep))
     die("pipe", 0);
   char uri[200];
-  snprintf(uri, sizeof(uri), shm ? "%s://%s" : "%s://%s:0", args[0], args[1]);
+  /* auto: a tcp:// server, connected to as auto:// (its peers choose) */
+  snprintf(uri, sizeof(uri), shm ? "%s://%s" : "%s://%s:0", is_auto ? "tcp" : args[0], args[1]);
   server_pid = fork();
   if (server_pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -402,6 +404,12 @@ int main(int argc, char **argv)
     exit(1);
   }
   bound[strcspn(bound, "\n")] = 0;
+  if (is_auto) { /* tcp://A:P -> auto://A:P */
+    char *rest = strstr(bound, "://");
+    char tmp[200];
+    snprintf(tmp, sizeof(tmp), "auto%s", rest ? rest : "");
+    snprintf(bound, sizeof(bound), "%s", tmp);
+  }
 
   rmx_config_t cfg;
   rmx_config_init(&cfg);

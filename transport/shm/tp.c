@@ -85,7 +85,9 @@ static int is_local(const struct sockaddr *sa)
 }
 
 /* The uid of the process that listens on TCP port `port` here (from
- * /proc/net/tcp and tcp6, any address), or -1: none, or unreadable. */
+ * /proc/net/tcp and tcp6, any address), or -1: none, or unreadable. Only
+ * the listening sockets are read: the kernel lists them first, so the cost
+ * does not grow with the host's connections. */
 static long tcp_port_uid(uint16_t port)
 {
   static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
@@ -100,8 +102,10 @@ static long tcp_port_uid(uint16_t port)
       unsigned st, p;
       long u;
       /* sl local rem st tx:rx tr:when retrnsmt uid */
-      if (sscanf(line, " %*s %63s %*s %x %*s %*s %*s %ld", local, &st, &u) != 3 || st != 0x0a)
-        continue;
+      if (sscanf(line, " %*s %63s %*s %x %*s %*s %*s %ld", local, &st, &u) != 3)
+        continue; /* the header */
+      if (st != 0x0a)
+        break; /* the kernel lists listening sockets first: the rest are connections */
       char *colon = strrchr(local, ':');
       if (colon && sscanf(colon + 1, "%x", &p) == 1 && p == port)
         uid = u;
