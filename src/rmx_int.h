@@ -446,6 +446,7 @@ struct rmx_ctx {
   rmx_tp_env_t tp_env;  /* what the transports know of this context */
   rmx_tp_t *tp[RMX_TP_COUNT];
   const rmx_tp_ops_t *tp_ops[RMX_TP_COUNT];
+  int tp_refused[RMX_TP_COUNT]; /* auto://: why one could not open, not tried again */
   rmx_list_t conns;
   rmx_list_t listeners;
   rmx__pool_t pool;
@@ -593,7 +594,6 @@ int rmx__rkey_decode(const void *blob, size_t len, uint8_t wire_id, rmx_rkey_t *
 void rmx__mem_conn_gone(rmx_conn_t *c);
 int rmx__mem_local(rmx_conn_t *c, void *addr, size_t len, unsigned access, rmx_mem_t *given,
                    rmx_tp_mem_t **mem, rmx__rc_entry_t **cached);
-
 #include "conn/auth.h" /* peer authentication */
 #include "xfer/xfer.h" /* transfer requests, notifications */
 

@@ -22,11 +22,20 @@
 
 #include "choose.h"
 
+/* A transport that cannot open here (verbs without a device) is not
+ * tried again by every auto:// connect: the context keeps why. */
 static int tp_open(rmx_ctx_t *ctx, int slot)
 {
   if (!ctx->tp_ops[slot])
     return RMX_ENOTSUP;
-  return ctx->tp[slot] ? 0 : ctx->tp_ops[slot]->init(&ctx->tp_env, &ctx->tp[slot]);
+  if (ctx->tp[slot])
+    return 0;
+  if (ctx->tp_refused[slot])
+    return ctx->tp_refused[slot];
+  int rc = ctx->tp_ops[slot]->init(&ctx->tp_env, &ctx->tp[slot]);
+  if (rc)
+    ctx->tp_refused[slot] = rc;
+  return rc;
 }
 
 int rmx__choose_slots(rmx_ctx_t *ctx, int slots[RMX_TP_COUNT])

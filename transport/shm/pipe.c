@@ -150,11 +150,10 @@ static void on_readable(rmx_shm_chan_t *ch)
 {
   rmx_tp_conn_t *tc = ch->data;
   shm_pipe_t *p = pipe_of(tc);
-  while (p->reading && !tc->closing && !tc->dead) {
-    struct iovec span[2];
-    ssize_t have = rmx__shm_chan_peek(ch, span);
-    if (have <= 0)
-      return; /* a broken ring ends the channel from the loop */
+  struct iovec span[2];
+  /* What is there now; what comes meanwhile is the channel's next readable. */
+  ssize_t have = p->reading ? rmx__shm_chan_peek(ch, span) : 0;
+  while (have > 0 && p->reading && !tc->closing && !tc->dead) {
     uv_buf_t b;
     rmx__tcp_rbuf(tc, &b);
     if (b.len == 0) {
@@ -163,7 +162,8 @@ static void on_readable(rmx_shm_chan_t *ch)
     }
     size_t k = (size_t)have < b.len ? (size_t)have : b.len;
     if (rmx__shm_chan_copy(ch, 0, b.base, k) != 0 || rmx__shm_chan_consume(ch, k) != 0)
-      return;
+      return; /* a broken ring ends the channel from the loop */
+    have -= (ssize_t)k;
     rmx__tcp_got(tc, k);
   }
 }
