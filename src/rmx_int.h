@@ -305,7 +305,7 @@ typedef struct rmx__alive {
   uint64_t last_rx;    /* something came from the peer */
   uint64_t last_tx;    /* a frame went to the peer */
   uint64_t credit_at;  /* credits came back enough for a message */
-  uint64_t blocked_at; /* messages found waiting for credits, 0 when not */
+  uint64_t blocked_at, stuck_at; /* messages wait for credits; bytes not taken; 0: not */
   uint32_t peer_limit; /* the peer's silence limit (its hello); 0: none */
   uint32_t send_ms, every; /* send a frame after send_ms without one (0: never); look every */
   uint8_t due, idle, evicted; /* a keepalive is queued, nothing gone since; closed: idle, evicted */

@@ -375,6 +375,13 @@ typedef struct rmx_tp_ops {
   size_t (*io_max)(rmx_tp_conn_t *tc);
   /* Start everything queued since the last flush (one doorbell). */
   void (*flush)(rmx_tp_conn_t *tc);
+  /* Optional (NULL: the transport's own retries find it, as verbs' RC
+   * does): 1 when bytes for the peer wait and it has taken none of them
+   * since the previous call. The core's keepalive asks every period and
+   * ends a connection stuck for RMX_KEEPALIVE_TIMEOUT_MS: a peer that
+   * talks but never reads (TCP's user timeout spares a connection whose
+   * peer's host keeps acknowledging, and sends, with its window shut). */
+  int (*stuck)(rmx_tp_conn_t *tc);
   /* The core has accepted the peer (authenticated, when configured): its
    * remote reads, writes and atomics may be served from now on (TCP; verbs
    * cannot hold them back and serves them from connection time, see

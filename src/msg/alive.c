@@ -159,6 +159,19 @@ static int watch(rmx_conn_t *c, uint64_t now, uint32_t limit)
     rmx__conn_down(c, RMX_ETIMEDOUT);
     return 1;
   }
+  if (c->ops->stuck && c->ops->stuck(c->tc)) {
+    if (c->ka.stuck_at == 0)
+      c->ka.stuck_at = now;
+    if (now - c->ka.stuck_at >= limit) {
+      RMX_LOG(c->ctx, WARN, "%s peer %s: took none of our bytes for %llu ms, though it "
+              "talks (RMX_KEEPALIVE_TIMEOUT_MS %u): closing", c->ops->name, c->peer,
+              (unsigned long long)(now - c->ka.stuck_at), limit);
+      rmx__conn_down(c, RMX_ETIMEDOUT);
+      return 1;
+    }
+  } else {
+    c->ka.stuck_at = 0;
+  }
   if (!credit_blocked(c)) {
     c->ka.blocked_at = 0;
     return 0;

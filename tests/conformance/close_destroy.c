@@ -215,9 +215,10 @@ static void destroy_is_bounded_when_the_peer_stops_reading(void **state)
   world_down();
 }
 
-/* A peer that keeps talking but never reads: the kernel gives up on the
- * bytes it does not acknowledge (TCP_USER_TIMEOUT, keepalive_timeout_ms)
- * and the connection ends with RMX_ETIMEDOUT. Under poll progress the
+/* A peer that keeps talking but never reads: our bytes wait with its
+ * window shut, and the connection ends with RMX_ETIMEDOUT after
+ * keepalive_timeout_ms (the keepalive finds bytes the peer took none of;
+ * Linux 6.x's TCP_USER_TIMEOUT spares a peer that sends). Under poll progress the
  * busy-poll read of this connection, which the peer's frames keep the
  * hot one, may be the call that takes the socket's error: the cause must
  * still come through, not a reset. Which call finds it varies: rounds. */

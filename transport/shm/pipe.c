@@ -277,6 +277,20 @@ static const char *pipe_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
   return buf;
 }
 
+/* Bytes wait in the ring or the queue; the peer took what its tail says
+ * (a count that wraps at 2^32: only compared for change). */
+static int pipe_waiting(rmx_tp_conn_t *tc, uint64_t *taken)
+{
+  shm_pipe_t *p = pipe_of(tc);
+  if (!p->up)
+    return 0;
+  ssize_t room = rmx__shm_ring_room(&p->ch.tx);
+  if (room < 0)
+    return 0; /* broken: the channel ends it */
+  *taken = p->ch.tx.seen;
+  return p->q != NULL || (uint32_t)room < p->ch.tx.cap;
+}
+
 static void pipe_open(rmx_tp_conn_t *tc) { tc->ch = NULL; }
 
 const tcp_pipe_t rmx__shm_pipe = {
@@ -290,4 +304,5 @@ const tcp_pipe_t rmx__shm_pipe = {
   .cut = pipe_cut,
   .read_now = pipe_read_now,
   .peer = pipe_peer,
+  .waiting = pipe_waiting,
 };

@@ -5,6 +5,9 @@
  * stream says (rmx__tcp_rbuf); the orderly end is uv_shutdown's FIN.
  */
 #include <errno.h>
+#include <linux/sockios.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "tcp.h"
@@ -110,6 +113,29 @@ static const char *sock_peer(rmx_tp_conn_t *tc, char *buf, size_t size)
   return rmx__sa_str((struct sockaddr *)&ss, buf, size);
 }
 
+/* The kernel's tcp_info goes on past glibc's copy of it; its layout is
+ * the kernel's ABI (bytes_acked since Linux 4.1). */
+struct tcp_info_acked {
+  struct tcp_info base;
+  uint64_t pacing_rate, max_pacing_rate, bytes_acked;
+};
+
+/* Bytes wait in libuv's queue or the kernel's (sent, not acknowledged, or
+ * not sent); the peer took what the kernel counts as acknowledged. */
+static int sock_waiting(rmx_tp_conn_t *tc, uint64_t *taken)
+{
+  uv_os_fd_t fd;
+  struct tcp_info_acked ti;
+  socklen_t len = sizeof(ti);
+  int outq = 0;
+  if (uv_fileno((uv_handle_t *)&tc->h, &fd) != 0 || ioctl(fd, SIOCOUTQ, &outq) != 0 ||
+      getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < offsetof(struct tcp_info_acked, bytes_acked) + sizeof(ti.bytes_acked))
+    return 0; /* not knowable: never called stuck */
+  *taken = ti.bytes_acked;
+  return outq > 0 || uv_stream_get_write_queue_size((uv_stream_t *)&tc->h) > 0;
+}
+
 static void sock_open(rmx_tp_conn_t *tc)
 {
   uv_tcp_init(tc->tp->loop, &tc->h);
@@ -128,6 +154,7 @@ const tcp_pipe_t rmx__tcp_sock_pipe = {
   .cut = sock_cut,
   .read_now = sock_read_now,
   .peer = sock_peer,
+  .waiting = sock_waiting,
 };
 
 /* Read what tc's pipe holds now (busy-polling): 1 when it read some. */

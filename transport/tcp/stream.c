@@ -407,6 +407,16 @@ void rmx__tcp_flush(rmx_tp_conn_t *tc)
   rmx__tcp_fail_later(tc, (int)r);
 }
 
+/* Bytes wait for the peer, and it took none since the last look. */
+int rmx__tcp_stuck(rmx_tp_conn_t *tc)
+{
+  uint64_t taken = tc->taken;
+  int waiting = !tc->closing && tc->tp->pipe->waiting(tc, &taken);
+  int stuck = waiting && taken == tc->taken;
+  tc->taken = taken;
+  return stuck;
+}
+
 /* ---- reading ---- */
 
 static void sink_done(rmx_tp_conn_t *tc)
