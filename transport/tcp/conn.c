@@ -55,11 +55,11 @@ static void timer_cb(uv_timer_t *t)
   /* An incoming peer can open silent connections at will. */
   if (tc->passive)
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_handshakes, uv_now(tc->tp->loop), WARN,
-                       "tcp: handshake with incoming peer %s not finished within %u ms "
-                       "(RMX_HANDSHAKE_TIMEOUT_MS)", peer, handshake_ms(tc));
+                       "%s: handshake with incoming peer %s not finished within %u ms "
+                       "(RMX_HANDSHAKE_TIMEOUT_MS)", tc->tp->name, peer, handshake_ms(tc));
   else
-    RMX_TP_LOG(tc->tp->env, WARN, "tcp: handshake with %s not finished within %u ms", peer,
-               handshake_ms(tc));
+    RMX_TP_LOG(tc->tp->env, WARN, "%s: handshake with %s not finished within %u ms",
+               tc->tp->name, peer, handshake_ms(tc));
   rmx__tcp_fail(tc, RMX_ETIMEDOUT);
 }
 

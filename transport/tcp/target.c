@@ -51,7 +51,7 @@ static void refused(rmx_tp_conn_t *tc, const char *what, uint64_t len, uint64_t 
   if (tc->tp->env->log_level >= RMX_LOG_WARN)
     rmx__tcp_peer(tc, peer, sizeof(peer));
   RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_refused, uv_now(tc->tp->loop), WARN,
-                     "tcp: refused a remote %s of %llu bytes at 0x%llx from %s: %s", what,
+                     "%s: refused a remote %s of %llu bytes at 0x%llx from %s: %s", tc->tp->name, what,
                      (unsigned long long)len, (unsigned long long)addr, peer,
                      rmx_strerror(status));
 }
@@ -232,14 +232,14 @@ void rmx__tcp_cut_writes(rmx_tp_conn_t *tc)
   /* An incoming peer can cause this on every connection it makes (it
    * sends a rendezvous FIN before reading the data): limited then. */
   if (tc->passive)
-    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_cut, uv_now(tc->tp->loop), WARN, "tcp: memory "
+    RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_cut, uv_now(tc->tp->loop), WARN, "%s: memory "
                        "%s was reading was released while its data was being sent (a "
                        "rendezvous FIN before the data arrived?): closing the connection",
-                       rmx__tcp_peer(tc, peer, sizeof(peer)));
+                       tc->tp->name, rmx__tcp_peer(tc, peer, sizeof(peer)));
   else
-    RMX_TP_LOG(tc->tp->env, WARN, "tcp: memory %s was reading was released while its data was "
+    RMX_TP_LOG(tc->tp->env, WARN, "%s: memory %s was reading was released while its data was "
                "being sent (a rendezvous FIN before the data arrived?): closing the connection",
-               rmx__tcp_peer(tc, peer, sizeof(peer)));
+               tc->tp->name, rmx__tcp_peer(tc, peer, sizeof(peer)));
   rmx__tcp_fail_later(tc, RMX_EACCES);
 }
 
