@@ -331,12 +331,12 @@ static void revoke_makes_the_peer_ask_again(void **state)
 }
 
 /* A key found on A is A's alone: B gets its own, and A's used on B is
- * refused (TCP: RMX_EACCES, B stays; RDMA: the device refuses, B ends). */
+ * refused (TCP, shm: RMX_EACCES, B stays; RDMA: the device refuses, B ends). */
 static void key_is_scoped_to_its_connection(void **state)
 {
   static uint8_t buf[AREA], before[AREA];
   got_t ga, gb;
-  int tcp = strcmp(scheme, "tcp") == 0;
+  int tcp = strcmp(scheme, "rdma") != 0; /* tcp, shm: the target checks the key */
   assert_int_equal(rmx_mem_publish(W.m, "scoped"), 0);
   connect_to_o(&W.b);
   ask(W.a.c, "scoped", &ga);

@@ -380,7 +380,7 @@ static void target_refuses_what_the_key_does_not_allow(void **state)
   /* the region's last page and the guard after it are untouched */
   for (int i = 0; i < 4096; i++)
     assert_int_not_equal(W.region[REGION - 4096 + i], 0xee);
-  if (strcmp(scheme, "tcp") == 0) {
+  if (strcmp(scheme, "rdma") != 0) { /* tcp, shm: the target checks, the connection stays */
     rmx_iov_t ok = {buf, 16, NULL};
     assert_int_equal(rmx_write(W.cl.c, &ok, 1, W.rk, 0, op_done, &W), 0);
     wait_ops(2);
@@ -421,7 +421,7 @@ static void cl_sent_count(rmx_conn_t *c, int status, void *arg) { *(int *)arg +=
  */
 static void refused_write_imm_returns_its_credit(void **state)
 {
-  if (strcmp(scheme, "tcp") != 0)
+  if (strcmp(scheme, "rdma") == 0)
     skip(); /* on RDMA a refused write ends the connection */
   rmx_mem_t *m;
   rmx_rkey_t *rk;
@@ -559,7 +559,7 @@ static void cache_reuses_and_follows_unmaps(void **state)
   rmx_ctx_stats(W.ctx, &st);
   int hooked = munmap_here() != dlsym(RTLD_DEFAULT, "munmap");
   assert_int_equal(hooked, st.reg_cache_hits > 0);
-  if (strcmp(scheme, "tcp") == 0)
+  if (strcmp(scheme, "rdma") != 0)
     assert_false(hooked);
 }
 

@@ -195,7 +195,7 @@ static void read_ok(rmx_conn_t *c, rmx_rkey_t *rk, const uint8_t *area)
 static void refused(client_t *cl, rmx_rkey_t *rk, const uint8_t *area, int first_write)
 {
   static uint8_t before[AREA], buf[AREA];
-  int tcp = strcmp(rmx_conn_transport(cl->c), "tcp") == 0;
+  int tcp = strcmp(rmx_conn_transport(cl->c), "rdma") != 0; /* tcp, shm: the target checks */
   memcpy(before, area, AREA);
   for (int i = 0; i < (tcp ? 2 : 1); i++) {
     int write = i == 0 ? first_write : !first_write;

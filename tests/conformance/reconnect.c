@@ -367,8 +367,8 @@ static void first_failure_is_not_retried(void **state)
 
 int main(int argc, char **argv)
 {
-  if (argc < 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "rdma"))) {
-    fprintf(stderr, "usage: %s tcp|rdma\n", argv[0]);
+  if (argc < 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "rdma") && strcmp(argv[1], "shm"))) {
+    fprintf(stderr, "usage: %s tcp|rdma|shm\n", argv[0]);
     return 2;
   }
   scheme = argv[1];

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <rmx/rmx.h>
 
 #define TEST_NAME "stats"
@@ -89,13 +90,18 @@ static void sizes(rmx_ctx_t *ctx)
 
 int main(int argc, char **argv)
 {
-  if (argc < 2 || strcmp(argv[1], "tcp") != 0) {
-    fprintf(stderr, "usage: rmx-stats tcp\n");
+  if (argc < 2 || (strcmp(argv[1], "tcp") != 0 && strcmp(argv[1], "shm") != 0)) {
+    fprintf(stderr, "usage: rmx-stats tcp|shm\n");
     return 2;
   }
+  const char *scheme = argv[1];
   rmx_ctx_t *ctx;
   rmx_listener_t *l;
-  char uri[128];
+  char uri[128], luri[64];
+  if (strcmp(scheme, "tcp") == 0)
+    snprintf(luri, sizeof(luri), "tcp://127.0.0.1:0");
+  else
+    snprintf(luri, sizeof(luri), "shm://@rmx-stats-%d", (int)getpid());
   if (rmx_ctx_create(&ctx, NULL, NULL) != 0)
     FAIL("context");
   rmx_ctx_stats_t st = get(ctx);
@@ -124,7 +130,7 @@ int main(int argc, char **argv)
          (unsigned long long)st.mem_reg_bytes);
 
   /* Connections: both ends of three, then none once all are freed. */
-  if (rmx_listen(ctx, "tcp://127.0.0.1:0", on_accept, NULL, &l) != 0 ||
+  if (rmx_listen(ctx, luri, on_accept, NULL, &l) != 0 ||
       rmx_listener_uri(l, uri, sizeof(uri)) != 0)
     FAIL("listen");
   rmx_conn_t *cl[3];
@@ -138,15 +144,19 @@ int main(int argc, char **argv)
     FAIL("connected %d, accepted %d", connected, accepted);
   conns_until(ctx, 6);
   for (int i = 0; i < 3; i++)
+    if (strcmp(rmx_conn_transport(cl[i]), scheme) != 0 ||
+        strcmp(rmx_conn_transport(srv[i]), scheme) != 0)
+      FAIL("a connection over %s, not %s", rmx_conn_transport(cl[i]), scheme);
+  for (int i = 0; i < 3; i++)
     rmx_conn_close(cl[i], NULL, NULL);
   for (int i = 0; i < 3; i++)
     rmx_conn_close(srv[i], NULL, NULL);
   conns_until(ctx, 0);
   st = get(ctx);
   if (st.tp_reg_bytes || st.tp_refused)
-    FAIL("TCP counts %llu registered bytes of its own, %llu refusals",
+    FAIL("%s counts %llu registered bytes of its own, %llu refusals", scheme,
          (unsigned long long)st.tp_reg_bytes, (unsigned long long)st.tp_refused);
-  printf("stats: 6 connections then none, registrations counted, sizes kept\n");
+  printf("stats %s: 6 connections then none, registrations counted, sizes kept\n", scheme);
   rmx_mem_dereg(ma);
   rmx_mem_dereg(mc);
   if (get(ctx).mem_reg_bytes || get(ctx).mem_regs)

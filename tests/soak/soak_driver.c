@@ -8,7 +8,7 @@
  * restarted. Then it lets every server come back, asks the clients to
  * finish (SIGTERM), then the servers, and checks what they report.
  *
- *   rmx-soak [tcp|rdma]
+ *   rmx-soak [tcp|rdma|shm]
  *
  * Exit status 0 only when every check passed (soak_check.c); the last line
  * says what was measured. Also read: RMX_TEST_SOAK_CLIENT_KILL_PCT (3: of the
@@ -97,15 +97,21 @@ static void spawn(kid_t *k, char **argv)
   k->restart_at = k->resume_at = 0;
 }
 
-static void server_uri(char *buf, size_t len, int port)
+/* Over shm a server's address is a name of its own (abstract, this run's),
+ * the same at each restart; over tcp and rdma its port (0 the first time:
+ * any free port). */
+static void server_uri(char *buf, size_t len, const kid_t *k)
 {
-  snprintf(buf, len, "%s://%s:%d", D.scheme, D.addr, port);
+  if (strcmp(D.scheme, "shm") == 0)
+    snprintf(buf, len, "shm://@rmx-soak-%d-%d", (int)getpid(), k->idx);
+  else
+    snprintf(buf, len, "%s://%s:%d", D.scheme, D.addr, k->port);
 }
 
 static void start_server(kid_t *k)
 {
   char uri[160], nclients[16];
-  server_uri(uri, sizeof(uri), k->port); /* 0 the first time: any free port */
+  server_uri(uri, sizeof(uri), k);
   snprintf(nclients, sizeof(nclients), "%d", D.nclients);
   char *argv[] = {D.exe, "server", uri, nclients, NULL};
   spawn(k, argv);
@@ -123,7 +129,7 @@ static void start_client(kid_t *k)
   snprintf(gen, sizeof(gen), "%d", k->gen);
   snprintf(warm, sizeof(warm), "%llu", (unsigned long long)w);
   for (int i = 0; i < D.nservers; i++) {
-    server_uri(uris[i], sizeof(uris[i]), D.srv[i].port);
+    server_uri(uris[i], sizeof(uris[i]), &D.srv[i]);
     argv[6 + i] = uris[i];
   }
   argv[6 + D.nservers] = NULL;
@@ -368,8 +374,8 @@ static void setup(int argc, char **argv)
   }
   D.exe[n] = 0;
   snprintf(D.scheme, sizeof(D.scheme), "%s", argc > 1 ? argv[1] : "tcp");
-  if (strcmp(D.scheme, "tcp") && strcmp(D.scheme, "rdma")) {
-    fprintf(stderr, "usage: rmx-soak [tcp|rdma]\n");
+  if (strcmp(D.scheme, "tcp") && strcmp(D.scheme, "rdma") && strcmp(D.scheme, "shm")) {
+    fprintf(stderr, "usage: rmx-soak [tcp|rdma|shm]\n");
     exit(2);
   }
   const char *a = "127.0.0.1";

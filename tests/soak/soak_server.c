@@ -293,7 +293,8 @@ static int try_listen(void)
   if (rc)
     return rc;
   rmx_listener_uri(S.l, got, sizeof(got));
-  printf("PORT %s\n", strrchr(got, ':') + 1);
+  const char *port = strrchr(got, ':');
+  printf("PORT %s\n", port && port[1] != '/' ? port + 1 : "0"); /* shm://@NAME: none */
   fflush(stdout);
   return 0;
 }
