@@ -85,13 +85,24 @@ static void s_closed(rmx_conn_t *c, void *arg) {}
 
 static void s_reply(rmx_conn_t *c, int status, const void *d, size_t n, void *arg) {}
 
+/* The server's address: its port over tcp and rdma (0 the first time: any
+ * free one); over shm an abstract name of this run's, the same each time. */
+static void server_uri(char *uri, size_t len)
+{
+  if (strcmp(scheme, "shm") == 0)
+    snprintf(uri, len, "shm://@rmx-reconnect-%d", (int)getpid());
+  else
+    snprintf(uri, len, "%s://%s:%d", scheme, addr, W.port);
+}
+
 static void server_listen(void)
 {
   char uri[128], got[128];
-  snprintf(uri, sizeof(uri), "%s://%s:%d", scheme, addr, W.port);
+  server_uri(uri, sizeof(uri));
   assert_int_equal(rmx_listen(W.sctx, uri, s_accept, NULL, &W.l), 0);
   assert_int_equal(rmx_listener_uri(W.l, got, sizeof(got)), 0);
-  W.port = atoi(strrchr(got, ':') + 1);
+  if (strcmp(scheme, "shm") != 0)
+    W.port = atoi(strrchr(got, ':') + 1);
 }
 
 /* The server goes away: its listener, then its connection (the client
@@ -185,7 +196,7 @@ static int client_connect(unsigned min_ms, unsigned max_ms, unsigned tries)
   rmx_connect_opts_t o = {.size = sizeof(o), .reconnect_min_ms = min_ms,
                           .reconnect_max_ms = max_ms, .reconnect_tries = tries,
                           .on_reconnect = c_reconnect};
-  snprintf(uri, sizeof(uri), "%s://%s:%d", scheme, addr, W.port);
+  server_uri(uri, sizeof(uri));
   int rc = rmx_connect_opts(W.cctx, uri, &o, c_connected, NULL, &W.cc);
   if (rc == 0)
     rmx_conn_set_cbs(W.cc, &(rmx_conn_cbs_t){.on_recv = c_recv, .on_disconnect = c_disc}, NULL);
@@ -356,7 +367,7 @@ static void first_failure_is_not_retried(void **state)
 
   rmx_conn_t *c;
   char uri[128];
-  snprintf(uri, sizeof(uri), "%s://%s:%d", scheme, addr, W.port);
+  server_uri(uri, sizeof(uri));
   rmx_connect_opts_t o = {.size = 4, .reconnect_min_ms = 10, .reconnect_max_ms = 10};
   assert_int_equal(rmx_connect_opts(W.cctx, uri, &o, c_connected, NULL, &c), RMX_EINVAL);
   o.size = sizeof(o);
