@@ -29,6 +29,10 @@ static int parse_name(const char *name, rmx__uri_t *u)
     return bad(u, "no socket name after shm:// (a path, or @ and a name)");
   if (n > RMX_URI_NAME_MAX)
     return bad(u, "the socket name is longer than 107 bytes");
+  if (name[0] != '/' && name[0] != '@' && name[0] != '.' && strchr(name, ':'))
+    return bad(u, "shm:// takes a socket path or @NAME, not HOST:PORT (a tcp://, rdma:// "
+                  "or auto:// listener at HOST:PORT answers auto:// clients of this host over "
+                  "shm; a relative path with a colon starts with ./)");
   memcpy(u->host, name, n + 1);
   u->port[0] = '\0';
   u->why = NULL;

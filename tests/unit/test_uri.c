@@ -137,6 +137,12 @@ static void socket_names(void **state)
   assert_string_equal(((struct sockaddr_un *)&ss)->sun_path, "/run/a:b/sock");
   char buf[64];
   assert_string_equal(rmx__sa_str((struct sockaddr *)&ss, buf, sizeof(buf)), "/run/a:b/sock");
+  /* HOST:PORT is not a name (it would be a file of that name in the
+   * working directory); a relative path that has a colon says ./ */
+  assert_int_equal(rmx__uri_parse("shm://127.0.0.1:7471", &u), RMX_EINVAL);
+  assert_int_equal(rmx__uri_parse("shm://[::1]:0", &u), RMX_EINVAL);
+  assert_int_equal(rmx__uri_parse("shm://./a:b", &u), 0);
+  assert_int_equal(rmx__uri_parse("shm://sock", &u), 0);
   assert_int_equal(rmx__uri_parse("shm://", &u), RMX_EINVAL);
   assert_int_equal(rmx__uri_parse("shm://@", &u), RMX_EINVAL);
   char longname[200] = "shm://@";
