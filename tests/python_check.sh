@@ -3,7 +3,7 @@
 # The Python package: build its C module against this build's librmx into
 # BUILD/python-SCHEME (the package's sources copied beside it), then run its
 # pytest suite there with Debian's python3 (pytest, pytest-asyncio, cffi).
-#   [RMXPY_RUNNER=tests/vm/run-in-vm] python_check.sh SOURCE BUILD [tcp|rdma] [PYTEST ARGS...]
+#   [RMXPY_RUNNER=tests/vm/run-in-vm] python_check.sh SOURCE BUILD [tcp|rdma|auto] [PYTEST ARGS...]
 # The module is built here; with RMXPY_RUNNER the suite alone runs through
 # it (inside the SoftRoCE VM, where a compiler runs under emulation).
 # Under a sanitizer build of librmx, the ASan runtime is preloaded into the

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Fixtures of the rmx package's tests: a server and a client context on the
 test's event loop, joined by one connection over RMXPY_URI (tcp loopback
-unless python_check.sh names rdma)."""
+unless python_check.sh names rdma, or auto: then the client connects with
+auto:// and, on this host, takes shm)."""
 import asyncio
 import os
 
@@ -10,6 +11,15 @@ import pytest
 import rmx
 
 URI = os.environ.get("RMXPY_URI", "tcp://127.0.0.1:0")
+SCHEME = URI.split(":")[0]
+# The transport a pair's connection takes: auto:// picks shm on one host.
+TRANSPORT = "shm" if SCHEME == "auto" else SCHEME
+
+
+def dial(uri: str) -> str:
+    """The URI a client connects to for a listener's URI: under auto, the
+    same address by auto:// (a listener names its first transport)."""
+    return "auto://" + uri.split("://", 1)[1] if SCHEME == "auto" else uri
 
 
 class Pair:
@@ -24,7 +34,7 @@ class Pair:
     async def connect(self):
         if self.listener is None:
             self.listener = await self.srv.listen(URI)
-        self.cli_conn = await self.cli.connect(self.listener.uri)
+        self.cli_conn = await self.cli.connect(dial(self.listener.uri))
         self.srv_conn = await self.listener.accept()
         return self.cli_conn, self.srv_conn
 

@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from conftest import URI, pattern
+from conftest import TRANSPORT, URI, pattern
 
 import rmx
 
@@ -12,7 +12,7 @@ SIZES = [0, 1, 247, 248, 249, 4096, 8183, 8184, 8185, 65536, 1 << 20, 4 << 20, 1
 
 async def test_echo_both_ways(pair):
     cli, srv = await pair.connect()
-    assert cli.transport == URI.split(":")[0] == srv.transport
+    assert cli.transport == TRANSPORT == srv.transport
 
     async def echo(conn):
         async for msg in conn:

@@ -2,11 +2,12 @@
 """Rails: a connection's large transfers striped over a second connection
 to the same peer (its other listener), every byte checked."""
 import pytest
-from conftest import URI, pattern
+from conftest import TRANSPORT, URI, pattern
 
 import rmx
 
 
+@pytest.mark.skipif(TRANSPORT == "shm", reason="no rails over shm yet (docs/architecture.md)")
 async def test_rail_carries_part_of_a_large_write(pair):
     cli, _ = await pair.connect()
     second = await pair.srv.listen(URI)  # the peer's "other device"
