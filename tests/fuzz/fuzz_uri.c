@@ -2,7 +2,7 @@
 /*
  * rmx__uri_parse: a user's URI (rmx_listen, rmx_connect). What it accepts
  * names a known scheme, a host that fits, and a port of 1..5 digits no
- * larger than 65535.
+ * larger than 65535; or, for shm://, a socket name and no port.
  */
 #include <string.h>
 
@@ -31,6 +31,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   FUZZ_CHECK(strncmp(s, name, strlen(name)) == 0 && strncmp(s + strlen(name), "://", 3) == 0);
   size_t hlen = strnlen(u.host, sizeof(u.host));
   FUZZ_CHECK(hlen > 0 && hlen < sizeof(u.host));
+  if (strcmp(name, "shm") == 0) {
+    /* a socket name, the rest of the input whole: a path or @ and a name,
+     * never HOST:PORT (a colon only in an absolute, ./ or @ name) */
+    FUZZ_CHECK(u.port[0] == '\0' && strcmp(u.host, s + 6) == 0 && hlen <= 107);
+    FUZZ_CHECK(!(u.host[0] == '@' && hlen == 1));
+    FUZZ_CHECK(!strchr(u.host, ':') || u.host[0] == '/' || u.host[0] == '@' || u.host[0] == '.');
+    free(s);
+    return 0;
+  }
   size_t plen = strnlen(u.port, sizeof(u.port));
   FUZZ_CHECK(plen > 0 && plen <= 5 && strspn(u.port, "0123456789") == plen);
   FUZZ_CHECK(strtoul(u.port, NULL, 10) <= 65535);
