@@ -5,9 +5,7 @@
  * stream says (rmx__tcp_rbuf); the orderly end is uv_shutdown's FIN.
  */
 #include <errno.h>
-#include <linux/sockios.h>
 #include <stddef.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "tcp.h"
@@ -120,20 +118,21 @@ struct tcp_info_acked {
   uint64_t pacing_rate, max_pacing_rate, bytes_acked;
 };
 
-/* Bytes wait in libuv's queue or the kernel's (sent, not acknowledged, or
- * not sent); the peer took what the kernel counts as acknowledged. */
+/* Bytes wait in libuv's queue, behind a full socket buffer (what fits in
+ * the kernel's is not waiting on the peer: no system call while libuv
+ * holds nothing); the peer took what the kernel counts as acknowledged. */
 static int sock_waiting(rmx_tp_conn_t *tc, uint64_t *taken)
 {
   uv_os_fd_t fd;
   struct tcp_info_acked ti;
   socklen_t len = sizeof(ti);
-  int outq = 0;
-  if (uv_fileno((uv_handle_t *)&tc->h, &fd) != 0 || ioctl(fd, SIOCOUTQ, &outq) != 0 ||
+  if (uv_stream_get_write_queue_size((uv_stream_t *)&tc->h) == 0 ||
+      uv_fileno((uv_handle_t *)&tc->h, &fd) != 0 ||
       getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
       len < offsetof(struct tcp_info_acked, bytes_acked) + sizeof(ti.bytes_acked))
-    return 0; /* not knowable: never called stuck */
+    return 0; /* nothing held back, or not knowable: never called stuck */
   *taken = ti.bytes_acked;
-  return outq > 0 || uv_stream_get_write_queue_size((uv_stream_t *)&tc->h) > 0;
+  return 1;
 }
 
 static void sock_open(rmx_tp_conn_t *tc)
