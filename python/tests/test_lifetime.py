@@ -7,7 +7,7 @@ import threading
 import weakref
 
 import pytest
-from conftest import URI, pattern
+from conftest import URI, dial, pattern
 
 import rmx
 
@@ -79,7 +79,7 @@ async def test_other_thread_is_refused(pair):
 
 async def test_default_context():
     lst = await rmx.listen(URI)
-    conn = await rmx.connect(lst.uri)
+    conn = await rmx.connect(dial(lst.uri))
     peer = await lst.accept()
     await conn.send(b"hi")
     assert await peer.recv() == b"hi"

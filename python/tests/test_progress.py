@@ -4,7 +4,7 @@ traffic flows (rmx_ctx_timeout at 0), with the same results as event mode."""
 import asyncio
 
 import pytest
-from conftest import URI, pattern
+from conftest import TRANSPORT, URI, dial, pattern
 
 import rmx
 
@@ -20,7 +20,8 @@ async def test_echo_and_calls(mode):
 
         srv.rpc_register(2, never)
         lst = await srv.listen(URI)
-        conn = await cli.connect(lst.uri)
+        conn = await cli.connect(dial(lst.uri))
+        assert conn.transport == TRANSPORT
         peer = await lst.accept()
         for n in (0, 100, 100000, 4 << 20):
             await conn.send(pattern(n))

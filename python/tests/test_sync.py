@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 import pytest
-from conftest import URI, pattern
+from conftest import TRANSPORT, URI, dial, pattern
 
 import rmx
 import rmx.sync
@@ -40,7 +40,7 @@ def server(n: int):
     t = threading.Thread(target=run)
     t.start()
     assert ready.wait(30), errors
-    return box["uri"], t, errors
+    return dial(box["uri"]), t, errors
 
 
 def test_echo_every_size_both_ways():
@@ -48,7 +48,7 @@ def test_echo_every_size_both_ways():
     uri, t, errors = server(len(SIZES) * 2)
     with rmx.sync.Context() as ctx:
         conn = ctx.connect(uri, timeout=30)
-        assert conn.transport == uri.split(":")[0]
+        assert conn.transport == TRANSPORT
         for rep in range(2):
             for i, n in enumerate(SIZES):
                 data = pattern(n, seed=i + rep)

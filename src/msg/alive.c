@@ -110,7 +110,7 @@ void rmx__alive_start(rmx_conn_t *c)
   rmx_ctx_t *ctx = c->ctx;
   uint64_t now = uv_now(ctx->loop);
   c->ka.last_rx = c->ka.last_tx = c->ka.credit_at = c->ka.last_msg = now;
-  c->ka.blocked_at = 0;
+  c->ka.blocked_at = c->ka.stuck_at = 0;
   /* Never longer than our own interval, so it is also how often we check. */
   c->ka.send_ms = min_nz(ctx->cfg.keepalive_ms, c->ka.peer_limit / 3);
   c->ka.every = min_nz(c->ka.send_ms, ctx->cfg.idle_timeout_ms);

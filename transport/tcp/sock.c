@@ -117,6 +117,8 @@ struct tcp_info_acked {
   struct tcp_info base;
   uint64_t pacing_rate, max_pacing_rate, bytes_acked;
 };
+_Static_assert(sizeof(struct tcp_info) == 104, "glibc's tcp_info ends at total_retrans: "
+               "a C library whose struct goes further needs its own field here");
 
 /* Bytes wait in libuv's queue, behind a full socket buffer (what fits in
  * the kernel's is not waiting on the peer: no system call while libuv
