@@ -12,9 +12,20 @@
 
 static void handle_closed(uv_handle_t *h) { rmx__tcp_pipe_closed(h->data); }
 
+/* A socket error a call took off the socket (the kernel reports it once;
+ * libuv's read then finds only the end): kept, so the connection's end
+ * reports the cause (ETIMEDOUT), not a reset. The first one counts. */
+static void took(rmx_tp_conn_t *tc, int uverr)
+{
+  if (uverr < 0 && uverr != UV_EAGAIN && uverr != UV_ECANCELED && !tc->spin_err)
+    tc->spin_err = uverr;
+}
+
 static void write_cb(uv_write_t *req, int status)
 {
-  rmx__tcp_write_end(rmx_container_of(req, wreq_t, req), rmx__uv_err(status));
+  wreq_t *w = rmx_container_of(req, wreq_t, req);
+  took(w->tc, status);
+  rmx__tcp_write_end(w, rmx__uv_err(status));
 }
 
 static ssize_t sock_try_write(rmx_tp_conn_t *tc, const uv_buf_t *bufs, unsigned n)
@@ -22,12 +33,15 @@ static ssize_t sock_try_write(rmx_tp_conn_t *tc, const uv_buf_t *bufs, unsigned 
   int r = uv_try_write((uv_stream_t *)&tc->h, bufs, n); /* EAGAIN while writes queue */
   if (r == UV_EAGAIN)
     return 0;
+  took(tc, r);
   return r < 0 ? rmx__uv_err(r) : r;
 }
 
 static int sock_write(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n)
 {
-  return rmx__uv_err(uv_write(&w->req, (uv_stream_t *)&tc->h, bufs, n, write_cb));
+  int r = uv_write(&w->req, (uv_stream_t *)&tc->h, bufs, n, write_cb);
+  took(tc, r);
+  return rmx__uv_err(r);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -94,8 +108,8 @@ static int sock_read_now(rmx_tp_conn_t *tc)
   if (b.len == 0)
     return 0;
   ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && !tc->spin_err)
-    tc->spin_err = uv_translate_sys_error(errno);
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    took(tc, uv_translate_sys_error(errno));
   if (n <= 0)
     return 0;
   rmx__tcp_got(tc, (size_t)n);

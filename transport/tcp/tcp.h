@@ -282,7 +282,7 @@ struct rmx_tp_conn {
    * ended for the instance's later handle to report them. */
   wreq_t *bq_first, *bq_last, *ended, *ended_last;
   int fail_later;      /* rmx__tcp_fail_later's status, until it is reported */
-  int spin_err;        /* a socket error rmx__tcp_spin's recv took (libuv's read sees the end) */
+  int spin_err;        /* an error a write or busy-poll recv took off the socket */
   unsigned wr_busy;    /* uv_write requests whose callback has not run */
   rmx_list_t later_link; /* in tp->laterq while ended or fail_later waits */
   int by_fd;             /* its index in tp->by_fd, or -1 */
