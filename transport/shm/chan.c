@@ -138,6 +138,8 @@ static void kick_cb(uv_idle_t *h)
   }
   if (up(ch))
     dispatch(ch, !ch->cfg.polling);
+  if (ch->cfg.polling && ch->eager && up(ch) && ch->eager(ch))
+    kick(ch); /* the loop turns again at once: nothing rings for a poller */
 }
 
 static void bell_cb(uv_poll_t *h, int status, int events)
@@ -308,6 +310,8 @@ void rmx__shm_chan_up(rmx_shm_chan_t *ch)
   ch->cbs.ready(ch);
   if (up(ch)) /* what the peer wrote before we were ready rang no doorbell */
     dispatch(ch, !ch->cfg.polling);
+  if (ch->cfg.polling && ch->eager && up(ch) && ch->eager(ch))
+    kick(ch);
 }
 
 /* ---- data ---- */

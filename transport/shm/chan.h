@@ -117,6 +117,10 @@ struct rmx_shm_chan {
   uint32_t rx_told;         /* the peer's head at the last readable */
   int want_wr;              /* a write took less than offered: writable owed */
   int kicked, in_dispatch, closing, ended;
+  /* Polling: 1 while the owner wants the ring read every loop turn whether
+   * or not it spins (its handshake, before its own busy-poll starts); NULL:
+   * never. Asked after each turn's read. */
+  int (*eager)(rmx_shm_chan_t *ch);
   int late_status;          /* an end found inside a call, raised from the loop */
   const char *late_why;
   char name[RMX_SHM_NAME_MAX + 1];

@@ -180,10 +180,21 @@ static int pipe_read_now(rmx_tp_conn_t *tc) { return rmx__shm_chan_poll(tc->ch);
 
 /* ---- set-up and the end ---- */
 
+/* Polling channels are read by the core's busy-poll, which starts with the
+ * connection's first traffic; until the stream's handshake is done the
+ * channel reads every loop turn itself, so a loop that may sleep between
+ * rmx_ctx_progress calls (rmx_ctx_timeout) does not wait for a timer. */
+static int handshaking(rmx_shm_chan_t *ch)
+{
+  rmx_tp_conn_t *tc = ch->data;
+  return !tc->established && !tc->closing && !tc->dead;
+}
+
 static void on_ready(rmx_shm_chan_t *ch)
 {
   rmx_tp_conn_t *tc = ch->data;
   pipe_of(tc)->up = 1;
+  ch->eager = handshaking;
   if (tc->passive) {
     if (rmx__tcp_read_start(tc) != 0)
       rmx__tcp_fail(tc, RMX_EIO);
