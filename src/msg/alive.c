@@ -145,6 +145,27 @@ static int idle_check(rmx_conn_t *c, uint64_t now)
   return 1;
 }
 
+/* A condition that ends the connection once it has held for limit: *at
+ * is when it was first seen (0: it does not hold), counted from no earlier
+ * than floor. 1 when the connection was ended, its log line naming what. */
+static int held_too_long(rmx_conn_t *c, int holds, uint64_t *at, uint64_t floor, uint64_t now,
+                         uint32_t limit, const char *what)
+{
+  if (!holds) {
+    *at = 0;
+    return 0;
+  }
+  if (*at == 0)
+    *at = now;
+  uint64_t since = *at > floor ? *at : floor;
+  if (now - since < limit)
+    return 0;
+  RMX_LOG(c->ctx, WARN, "%s peer %s: %s for %llu ms (RMX_KEEPALIVE_TIMEOUT_MS %u): closing",
+          c->ops->name, c->peer, what, (unsigned long long)(now - since), limit);
+  rmx__conn_down(c, RMX_ETIMEDOUT);
+  return 1;
+}
+
 /* 1 when the connection was declared lost. */
 static int watch(rmx_conn_t *c, uint64_t now, uint32_t limit)
 {
@@ -159,34 +180,12 @@ static int watch(rmx_conn_t *c, uint64_t now, uint32_t limit)
     rmx__conn_down(c, RMX_ETIMEDOUT);
     return 1;
   }
-  if (c->ops->stuck && c->ops->stuck(c->tc)) {
-    if (c->ka.stuck_at == 0)
-      c->ka.stuck_at = now;
-    if (now - c->ka.stuck_at >= limit) {
-      RMX_LOG(c->ctx, WARN, "%s peer %s: took none of our bytes for %llu ms, though it "
-              "talks (RMX_KEEPALIVE_TIMEOUT_MS %u): closing", c->ops->name, c->peer,
-              (unsigned long long)(now - c->ka.stuck_at), limit);
-      rmx__conn_down(c, RMX_ETIMEDOUT);
-      return 1;
-    }
-  } else {
-    c->ka.stuck_at = 0;
-  }
-  if (!credit_blocked(c)) {
-    c->ka.blocked_at = 0;
-    return 0;
-  }
-  if (c->ka.blocked_at == 0)
-    c->ka.blocked_at = now;
-  uint64_t since = c->ka.blocked_at > c->ka.credit_at ? c->ka.blocked_at : c->ka.credit_at;
-  if (now - since >= limit) {
-    RMX_LOG(c->ctx, WARN, "%s peer %s: messages waited %llu ms for credits "
-            "it does not return (RMX_KEEPALIVE_TIMEOUT_MS %u): closing", c->ops->name, c->peer,
-            (unsigned long long)(now - since), limit);
-    rmx__conn_down(c, RMX_ETIMEDOUT);
+  if (held_too_long(c, c->ops->stuck && c->ops->stuck(c->tc), &c->ka.stuck_at, 0, now, limit,
+                    "took none of our bytes, though it talks,"))
     return 1;
-  }
-  return 0;
+  /* the wait counts from the last credit return that let a message go */
+  return held_too_long(c, credit_blocked(c), &c->ka.blocked_at, c->ka.credit_at, now, limit,
+                       "messages waited for credits it does not return");
 }
 
 static void alive_tick(uv_timer_t *t)
