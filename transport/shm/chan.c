@@ -127,6 +127,14 @@ static int dispatch(rmx_shm_chan_t *ch, int may_arm)
   return made;
 }
 
+/* Polling, while the owner wants it (ch->eager): the loop turns again at
+ * once to read the ring, since nothing rings for a poller. */
+static void stay_eager(rmx_shm_chan_t *ch)
+{
+  if (ch->cfg.polling && ch->eager && up(ch) && ch->eager(ch))
+    kick(ch);
+}
+
 static void kick_cb(uv_idle_t *h)
 {
   rmx_shm_chan_t *ch = h->data;
@@ -138,8 +146,7 @@ static void kick_cb(uv_idle_t *h)
   }
   if (up(ch))
     dispatch(ch, !ch->cfg.polling);
-  if (ch->cfg.polling && ch->eager && up(ch) && ch->eager(ch))
-    kick(ch); /* the loop turns again at once: nothing rings for a poller */
+  stay_eager(ch);
 }
 
 static void bell_cb(uv_poll_t *h, int status, int events)
@@ -310,8 +317,7 @@ void rmx__shm_chan_up(rmx_shm_chan_t *ch)
   ch->cbs.ready(ch);
   if (up(ch)) /* what the peer wrote before we were ready rang no doorbell */
     dispatch(ch, !ch->cfg.polling);
-  if (ch->cfg.polling && ch->eager && up(ch) && ch->eager(ch))
-    kick(ch);
+  stay_eager(ch);
 }
 
 /* ---- data ---- */

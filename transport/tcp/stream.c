@@ -81,7 +81,7 @@ void rmx__tcp_fail(rmx_tp_conn_t *tc, int status)
   if (tc->dead || tc->closing)
     return;
   if (status == RMX_ECONNRESET && tc->spin_err) /* the socket's own cause, */
-    status = rmx__uv_err(tc->spin_err);         /* which rmx__tcp_spin took off it */
+    status = rmx__uv_err(tc->spin_err);         /* which a write or busy-poll took off it */
   if (tc->state == TC_FINISHING) { /* the peer's end (or a reset): done */
     rmx__tcp_conn_close(tc);
     return;
