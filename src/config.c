@@ -113,6 +113,10 @@ const rmx__setting_t rmx__settings[] = {
   {"RMX_TRANSPORTS", FIELD(transports), RMX__SET_STR, 0, 0, 0, NULL,
    "The transports auto:// tries per connection, best first, and the listeners a listener "
    "adds; empty: shm,rdma,tcp. One alone with ! after it (rdma!) is required: no fall back."},
+  NUM("RMX_SHM_COPY", shm_copy, 1, 0, 1,
+      "Shared memory: large remote reads and writes move with one copy between the two "
+      "processes where each may reach the other's memory anyway (1), or all through the "
+      "segment (0)."),
 };
 const size_t rmx__nsettings = sizeof(rmx__settings) / sizeof(rmx__settings[0]);
 _Static_assert(sizeof(rmx__settings) / sizeof(rmx__settings[0]) <= RMX__NSETTINGS_MAX,

@@ -33,7 +33,7 @@ typedef struct rmx__setting {
   const char *desc;         /* what it means, one sentence */
 } rmx__setting_t;
 
-#define RMX__NSETTINGS_MAX 32
+#define RMX__NSETTINGS_MAX 40
 extern const rmx__setting_t rmx__settings[];
 extern const size_t rmx__nsettings;
 

@@ -297,6 +297,17 @@ typedef struct rmx_config {
    * shm is listed (docs/architecture.md, "auto:// per peer").
    */
   char transports[32];
+  /**
+   * Shared memory (shm://): whether large remote reads and writes, and
+   * the rendezvous reads of large messages, may move with one copy
+   * straight between the two processes (process_vm_readv/writev) instead
+   * of through the segment (RMX_SHM_COPY; 1, the default). Used only where
+   * each side may read and write the other's memory anyway (the kernel's
+   * ptrace rule: the same user, Yama, no seccomp filter refusing it), which
+   * each side probes when the connection is set up; 0 keeps every byte in
+   * the segment. docs/security.md, "Shared memory".
+   */
+  uint32_t shm_copy;
 } rmx_config_t;
 
 /**

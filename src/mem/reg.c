@@ -379,6 +379,7 @@ int rmx_ctx_stats_get(const rmx_ctx_t *ctx, rmx_ctx_stats_t *st, size_t size)
       ctx->tp_ops[i]->stats(ctx->tp[i], &tp);
   all.tp_reg_bytes = tp.reg_bytes;
   all.tp_refused = tp.refused;
+  all.tp_direct_bytes = tp.direct_bytes;
   /* Whole fields only; a newer caller's fields past ours read 0. */
   size_t n = size < sizeof(all) ? size - size % sizeof(uint64_t) : sizeof(all);
   memcpy(st, &all, n);

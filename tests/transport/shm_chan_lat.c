@@ -140,7 +140,7 @@ static void ch_end(rmx_shm_chan_t *ch, int status, const char *why)
 
 static void ch_closed(rmx_shm_chan_t *ch) { (void)ch; }
 
-static const rmx_shm_chan_cbs_t cbs = {ch_ready, ch_readable, ch_writable, ch_end, ch_closed};
+static const rmx_shm_chan_cbs_t cbs = {ch_ready, ch_readable, ch_writable, ch_end, ch_closed, NULL};
 
 static int ch_poll(side_t *s)
 {

@@ -34,6 +34,7 @@
 #include <rmx/rmx.h>
 
 #include "../../transport/shm/cma.h"
+#include "cma_filter.h"
 
 #define PEER_BUF (12u << 20) /* the peer's area: 8 MiB and the gaps */
 #define CANARY 0xa5
@@ -453,39 +454,13 @@ static void refused_after(drop_fn drop)
   assert_int_equal(v.rc_write, RMX_EACCES);
 }
 
-#if defined(__x86_64__)
-#define ARCH_NATIVE AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define ARCH_NATIVE AUDIT_ARCH_AARCH64
-#endif
-
-#ifdef ARCH_NATIVE
-/* A filter that makes process_vm_readv and _writev fail with EPERM, as a
- * container runtime's may; a call of another arch (or the x32 ABI) kills. */
-static int seccomp_drop(void)
-{
-  struct sock_filter f[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH_NATIVE, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 3, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 3, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 2, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-  };
-  struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return -1;
-  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
-}
+#ifdef CMA_FILTER
+static int seccomp_drop(void) { return cma_filter_refuse(); }
 #endif
 
 static void refused_under_a_seccomp_filter(void **state)
 {
-#ifndef ARCH_NATIVE
+#ifndef CMA_FILTER
   skip();
 #else
   refused_after(seccomp_drop);

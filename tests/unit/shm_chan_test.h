@@ -91,7 +91,8 @@ static inline void cb_closed(rmx_shm_chan_t *ch)
   s->closed++;
 }
 
-static const rmx_shm_chan_cbs_t side_cbs = {cb_ready, cb_readable, cb_writable, cb_end, cb_closed};
+static const rmx_shm_chan_cbs_t side_cbs = {cb_ready, cb_readable, cb_writable, cb_end, cb_closed,
+                                            NULL};
 
 static inline void side_init(side_t *s)
 {

@@ -149,9 +149,9 @@ static void table_covers_the_struct(void **state)
       assert_true(s->min <= s->def && s->def <= s->max);
   }
   /* size, and the 4 bytes of padding before max_msg_size: nothing else up
-   * to the last field (transports); after it, only the struct's tail
+   * to the last field (shm_copy); after it, only the struct's tail
    * padding. */
-  size_t end = offsetof(rmx_config_t, transports) + sizeof(((rmx_config_t *)0)->transports);
+  size_t end = offsetof(rmx_config_t, shm_copy) + sizeof(((rmx_config_t *)0)->shm_copy);
   assert_int_equal(n + sizeof(uint32_t) + 4, end);
   assert_true(sizeof(rmx_config_t) - end < 8);
 }

@@ -161,7 +161,8 @@ static void on_closed(rmx_shm_chan_t *ch)
   ((peer_t *)ch->data)->closed++;
 }
 
-static const rmx_shm_chan_cbs_t peer_cbs = {on_ready, on_readable, on_writable, on_end, on_closed};
+static const rmx_shm_chan_cbs_t peer_cbs = {on_ready, on_readable, on_writable, on_end, on_closed,
+                                            NULL};
 
 static void lst_closed(rmx_shm_listener_t *l) { (void)l; }
 

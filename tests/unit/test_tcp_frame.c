@@ -34,6 +34,8 @@ static uint32_t good_len(uint8_t kind)
   case TF_WR_REQ: return TF_WRREQ_SUB + 10;
   case TF_WR_RESP: return TF_RESP_SUB;
   case TF_AT_REQ: return TF_ATREQ_LEN;
+  case TF_RD_DIR: return TF_RDDIR_LEN;
+  case TF_WR_DIR: return TF_WRDIR_LEN;
   default: return TF_ATRESP_LEN;
   }
 }
@@ -41,7 +43,7 @@ static uint32_t good_len(uint8_t kind)
 static void each_kind_only_in_its_states(void **state)
 {
   for (int st = TC_CONNECTING; st <= TC_REJECTING; st++)
-    for (uint8_t kind = TF_HELLO; kind <= TF_AT_RESP; kind++) {
+    for (uint8_t kind = TF_HELLO; kind <= TF_WR_DIR; kind++) {
       int allowed = kind == 4             ? 0 /* version 2's MSG */
                     : kind == TF_HELLO    ? st == TC_WAIT_HELLO
                     : kind == TF_HELLO_ACK || kind == TF_REJECT ? st == TC_HELLO_SENT
@@ -68,12 +70,37 @@ static void lengths_are_checked(void **state)
   assert_non_null(check(TC_UP, TF_WR_RESP, TF_RESP_SUB + 1));
   assert_non_null(check(TC_UP, TF_AT_REQ, TF_ATREQ_LEN - 1));
   assert_non_null(check(TC_UP, TF_AT_RESP, TF_ATRESP_LEN + 1));
+  /* the direct kinds are fixed: no data follows a direct write */
+  assert_non_null(check(TC_UP, TF_RD_DIR, TF_RDDIR_LEN - 1));
+  assert_non_null(check(TC_UP, TF_RD_DIR, TF_RDDIR_LEN + 1));
+  assert_non_null(check(TC_UP, TF_WR_DIR, TF_WRDIR_LEN + 10));
+  assert_int_equal(rmx__tf_buffered(TF_WR_DIR, TF_WRDIR_LEN), TF_WRDIR_LEN);
+}
+
+/* Every field of the direct requests goes and comes back. */
+static void direct_requests_round_trip(void **state)
+{
+  uint8_t buf[TF_HDR + TF_ATREQ_LEN], k;
+  uint32_t blen;
+  for (uint8_t kind = TF_RD_DIR; kind <= TF_WR_DIR; kind++) {
+    tf_req_t r = {.id = 0x0102030405060708ull, .addr = 0x1112131415161718ull,
+                  .len = 0x2122232425262728ull, .key = 0x3132333435363738ull,
+                  .flags = kind == TF_WR_DIR, .imm = kind == TF_WR_DIR ? 0x41424344u : 0,
+                  .from = 0x5152535455565758ull}, got;
+    size_t n = rmx__tf_req_put(buf, kind, &r);
+    assert_int_equal(n, TF_HDR + (kind == TF_RD_DIR ? TF_RDDIR_LEN : TF_WRDIR_LEN));
+    assert_null(rmx__tf_check(buf, TC_UP, 8192, &k, &blen));
+    assert_int_equal(k, kind);
+    assert_int_equal(blen, n - TF_HDR);
+    rmx__tf_req_get(buf + TF_HDR, kind, &got);
+    assert_memory_equal(&got, &r, sizeof(r));
+  }
 }
 
 static void unknown_kinds_and_set_bits_are_refused(void **state)
 {
   assert_non_null(check(TC_UP, 0, 0));
-  assert_non_null(check(TC_UP, TF_AT_RESP + 1, 0));
+  assert_non_null(check(TC_UP, TF_WR_DIR + 1, 0));
   uint8_t h[TF_HDR], k;
   uint32_t b;
   memcpy(h, "GET / HT", TF_HDR); /* kind 'H': an rmx frame's kind, but not first */
@@ -83,7 +110,7 @@ static void unknown_kinds_and_set_bits_are_refused(void **state)
     h[i] = 1;
     assert_non_null(rmx__tf_check(h, TC_UP, 8192, &k, &b));
   }
-  for (int kind = TF_AT_RESP + 1; kind < TF_FRAME; kind++)
+  for (int kind = TF_WR_DIR + 1; kind < TF_FRAME; kind++)
     assert_non_null(check(TC_UP, (uint8_t)kind, 0));
 }
 
@@ -139,6 +166,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(each_kind_only_in_its_states),
     cmocka_unit_test(lengths_are_checked),
+    cmocka_unit_test(direct_requests_round_trip),
     cmocka_unit_test(unknown_kinds_and_set_bits_are_refused),
     cmocka_unit_test(rmx_frames_carry_their_header),
   };

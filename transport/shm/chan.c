@@ -4,6 +4,7 @@
  * the rings, sleeping on the doorbell or polled, the liveness socket, the
  * end and the close. The set-up itself is chan_setup.c's.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 
 #include <rmx/rmx.h>
 
+#include "../../src/base/bytes.h"
 #include "chan.h"
 
 /* readable calls in one go before the loop gets a turn (a peer that never
@@ -207,6 +209,14 @@ static void peer_gone(rmx_shm_chan_t *ch, int status, const char *why)
   rmx__shm_chan_fail(ch, status, why);
 }
 
+/* The peer broke one copy's agreement: from the loop, since this may run
+ * inside a request's handling. */
+static void copy_broken(rmx_shm_chan_t *ch, const char *why)
+{
+  snprintf(ch->why, sizeof(ch->why), "one copy's agreement: %s", why);
+  rmx__shm_chan_fail_later(ch, RMX_EPROTO, ch->why);
+}
+
 static void liveness(rmx_shm_chan_t *ch)
 {
   uint8_t m[RMX_SHM_MSG];
@@ -226,6 +236,12 @@ static void liveness(rmx_shm_chan_t *ch)
                                        : "the liveness socket cannot be read");
     return;
   }
+  int taken;
+  const char *bad = rmx__shm_copy_in(ch, m, k, &taken);
+  if (bad)
+    copy_broken(ch, bad);
+  if (taken)
+    return;
   const char *why = rmx__shm_msg_check(m, k, RMX_SHM_BYE_MAGIC, &count, &st, NULL);
   if (why) {
     snprintf(ch->why, sizeof(ch->why), "the peer sent what is no bye after set-up (%s)", why);
@@ -257,6 +273,57 @@ static void sock_cb(uv_poll_t *h, int status, int events)
   } else {
     rmx__shm_chan_setup_input(ch);
   }
+}
+
+/* ---- one copy (chan_copy.c has the agreement) ---- */
+
+/* Take the agreement's messages the socket holds, and nothing after them. */
+static void copy_sync(rmx_shm_chan_t *ch)
+{
+  uint8_t m[RMX_SHM_MSG];
+  while (!ch->ended && ch->copy.theirs < 0) {
+    ssize_t k;
+    do
+      k = recv(ch->sock, m, sizeof(m), MSG_PEEK | MSG_DONTWAIT);
+    while (k < 0 && errno == EINTR);
+    if (k != (ssize_t)sizeof(m))
+      return;
+    uint32_t magic = rmx_get32(m);
+    if (magic != RMX_SHM_OFFER_MAGIC && magic != RMX_SHM_VERDICT_MAGIC)
+      return; /* a bye, say: the socket's callback takes it */
+    int taken;
+    const char *bad = rmx__shm_copy_in(ch, m, rmx__shm_fds_recv(ch->sock, m, sizeof(m), NULL, 0),
+                                       &taken);
+    if (bad || !taken) {
+      if (bad)
+        copy_broken(ch, bad);
+      return;
+    }
+  }
+}
+
+int rmx__shm_chan_direct(rmx_shm_chan_t *ch, int sync)
+{
+  if (!up(ch) || !ch->copy.offered)
+    return 0;
+  if (sync)
+    copy_sync(ch);
+  return !ch->late_status && rmx__shm_copy_agreed(ch);
+}
+
+int rmx__shm_chan_move(rmx_shm_chan_t *ch, int to_peer, void *local, uint64_t remote,
+                       size_t len)
+{
+  if (!rmx__shm_chan_direct(ch, 1))
+    return RMX_EPROTO;
+#if UINTPTR_MAX < UINT64_MAX
+  if (remote > UINTPTR_MAX)
+    return RMX_EINVAL;
+#endif
+  struct iovec l = {.iov_base = local, .iov_len = len};
+  struct iovec r = {.iov_base = (void *)(uintptr_t)remote, .iov_len = len};
+  return rmx__shm_cma_copy(ch->copy.pid, to_peer ? RMX_SHM_CMA_WRITE : RMX_SHM_CMA_READ, &l, 1,
+                           &r, 1, NULL);
 }
 
 /* ---- set-up's frame ---- */
@@ -315,6 +382,8 @@ void rmx__shm_chan_up(rmx_shm_chan_t *ch)
     return;
   }
   ch->cbs.ready(ch);
+  if (up(ch))
+    rmx__shm_copy_up(ch);
   if (up(ch)) /* what the peer wrote before we were ready rang no doorbell */
     dispatch(ch, !ch->cfg.polling);
   stay_eager(ch);

@@ -70,6 +70,7 @@
 #include <sys/uio.h>
 #include <uv.h>
 
+#include "cma.h"
 #include "seg.h"
 
 #define RMX_SHM_MSG 64u                /* hello, answer, bye */
@@ -78,6 +79,9 @@
 #define RMX_SHM_BYE_MAGIC 0x424d5852u    /* "RMXB" */
 #define RMX_SHM_HANDSHAKE_MS 10000u     /* cfg.handshake_ms 0 */
 #define RMX_SHM_NAME_MAX 107            /* a path or "@" and an abstract name */
+#define RMX_SHM_OFFER_MAGIC 0x4f4d5852u  /* "RMXO": one copy's probe */
+#define RMX_SHM_VERDICT_MAGIC 0x564d5852u /* "RMXV": what the probe found */
+#define RMX_SHM_FEAT_COPY 1u            /* set-up feature: the offers follow */
 
 typedef struct rmx_shm_chan rmx_shm_chan_t;
 typedef struct rmx_shm_listener rmx_shm_listener_t;
@@ -88,6 +92,9 @@ typedef struct rmx_shm_chan_cbs {
   void (*writable)(rmx_shm_chan_t *ch);
   void (*end)(rmx_shm_chan_t *ch, int status, const char *why);
   void (*closed)(rmx_shm_chan_t *ch);
+  /* Optional: whether one copy was agreed (ok 1) or not, with why not;
+   * once, after ready. */
+  void (*copy)(rmx_shm_chan_t *ch, int ok, const char *why);
 } rmx_shm_chan_cbs_t;
 
 typedef struct rmx_shm_chan_cfg {
@@ -95,7 +102,21 @@ typedef struct rmx_shm_chan_cfg {
   unsigned handshake_ms;    /* set-up's limit (0: RMX_SHM_HANDSHAKE_MS) */
   int polling;              /* 1: never sleep; the owner calls rmx__shm_chan_poll */
   const char *boot_id_path; /* tests: read this side's boot id here (NULL: the kernel's) */
+  int copy;                 /* 1: offer the peer one copy (cma.h) */
 } rmx_shm_chan_cfg_t;
+
+/* One copy between the two processes (cma.h), agreed over the liveness
+ * socket once the channel is up (chan_copy.c; docs/protocol.md, "One
+ * copy"): each side offers a probe, reads the peer's and says whether it
+ * reached it. Both must, or the segment carries everything. */
+typedef struct rmx_shm_copy {
+  rmx_shm_cma_probe_t probe; /* ours: the peer reads it */
+  pid_t pid;                 /* the peer's, from the socket's credentials */
+  uint8_t offered;           /* both set-ups said the offers follow */
+  uint8_t told;              /* cbs.copy was called */
+  int8_t mine, theirs;       /* we reach the peer, it reaches us: 1, 0, -1 not known */
+  const char *why;           /* why not, once known */
+} rmx_shm_copy_t;
 
 enum { CH_IDLE, CH_WAIT_HELLO, CH_WAIT_ANSWER, CH_UP, CH_ENDED };
 
@@ -121,6 +142,7 @@ struct rmx_shm_chan {
    * or not it spins (its handshake, before its own busy-poll starts); NULL:
    * never. Asked after each turn's read. */
   int (*eager)(rmx_shm_chan_t *ch);
+  rmx_shm_copy_t copy;
   int late_status;          /* an end found inside a call, raised from the loop */
   const char *late_why;
   char name[RMX_SHM_NAME_MAX + 1];
@@ -196,6 +218,16 @@ int rmx__shm_chan_poll(rmx_shm_chan_t *ch);
 /* Switch between sleeping (0) and polling (1). */
 void rmx__shm_chan_set_polling(rmx_shm_chan_t *ch, int polling);
 
+/* One copy (cma.h). direct: 1 when both sides agreed to it, else 0; sync
+ * 1 first takes the agreement's messages the socket holds (a peer sends
+ * its verdict before its first request that relies on it). move: len
+ * bytes between local here and remote in the peer (to_peer 1: into the
+ * peer), for the target of a request: rmx__shm_cma_copy's results, and
+ * RMX_EPROTO when it was not agreed. */
+int rmx__shm_chan_direct(rmx_shm_chan_t *ch, int sync);
+int rmx__shm_chan_move(rmx_shm_chan_t *ch, int to_peer, void *local, uint64_t remote,
+                       size_t len);
+
 /* Close: a bye goes to the peer if the channel is up (what we wrote is
  * read there first), the socket is shut, and closed(ch) comes from the
  * loop, after end (RMX_ECANCELED if nothing ended it before). A second
@@ -215,7 +247,15 @@ void rmx__shm_chan_up(rmx_shm_chan_t *ch);
 void rmx__shm_chan_fail(rmx_shm_chan_t *ch, int status, const char *why);
 /* End it from the loop, for a failure found inside a call. */
 void rmx__shm_chan_fail_later(rmx_shm_chan_t *ch, int status, const char *why);
-/* One message of the set-up format, and its check (NULL: good). */
+/* chan_copy.c: the channel is up: make and send our offer (or say at
+ * once that there is no one copy). A message came on the socket (k bytes
+ * at m): *taken 1 when it was one of the agreement's, and then NULL, or
+ * why it breaks the agreement (the channel must end). Whether both
+ * verdicts said yes. */
+void rmx__shm_copy_up(rmx_shm_chan_t *ch);
+const char *rmx__shm_copy_in(rmx_shm_chan_t *ch, const uint8_t *m, ssize_t k, int *taken);
+int rmx__shm_copy_agreed(const rmx_shm_chan_t *ch);
+/* msg.c: one message of the socket's format, and its check (NULL: good). */
 void rmx__shm_msg_put(uint8_t m[RMX_SHM_MSG], uint32_t magic, uint32_t word, int32_t status,
                       const char *boot_id);
 const char *rmx__shm_msg_check(const uint8_t *m, ssize_t len, uint32_t magic, uint32_t *word,

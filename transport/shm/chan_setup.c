@@ -18,52 +18,6 @@
 #include "../../src/base/bytes.h"
 #include "chan.h"
 
-/* ---- the set-up messages ---- */
-
-void rmx__shm_msg_put(uint8_t m[RMX_SHM_MSG], uint32_t magic, uint32_t word, int32_t status,
-                      const char *boot_id)
-{
-  memset(m, 0, RMX_SHM_MSG);
-  rmx_put32(m, magic);
-  rmx_put16(m + 4, 1);
-  rmx_put16(m + 6, RMX_SHM_MSG);
-  rmx_put32(m + 8, word);
-  rmx_put32(m + 12, (uint32_t)status);
-  if (boot_id)
-    memcpy(m + 16, boot_id, RMX_SHM_BOOT_ID_LEN);
-}
-
-const char *rmx__shm_msg_check(const uint8_t *m, ssize_t len, uint32_t magic, uint32_t *word,
-                               int32_t *status, char boot_id[RMX_SHM_BOOT_ID_LEN + 1])
-{
-  if (len != RMX_SHM_MSG)
-    return len < RMX_SHM_MSG ? "a set-up message came short" : "a set-up message came too long";
-  if (rmx_get32(m) != magic)
-    return magic == RMX_SHM_HELLO_MAGIC    ? "the peer's hello is no rmx shm hello (magic)"
-           : magic == RMX_SHM_ANSWER_MAGIC ? "the peer's answer is no rmx shm answer (magic)"
-                                           : "the peer sent something other than a bye";
-  if (rmx_get16(m + 4) != 1)
-    return "the peer speaks a set-up version this build does not";
-  if (rmx_get16(m + 6) != RMX_SHM_MSG)
-    return "a set-up message's length field is wrong";
-  for (unsigned i = 16 + RMX_SHM_BOOT_ID_LEN; i < RMX_SHM_MSG; i++)
-    if (m[i] != 0)
-      return "a set-up message's reserved bytes are not zero";
-  *word = rmx_get32(m + 8);
-  *status = (int32_t)rmx_get32(m + 12);
-  if (!boot_id)
-    return NULL;
-  for (unsigned i = 0; i < RMX_SHM_BOOT_ID_LEN; i++) {
-    char c = (char)m[16 + i];
-    int dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-      return "the peer's boot id is malformed"; /* and is not printed */
-    boot_id[i] = c;
-  }
-  boot_id[RMX_SHM_BOOT_ID_LEN] = '\0';
-  return NULL;
-}
-
 static int boot_id(const rmx_shm_chan_t *ch, char out[RMX_SHM_BOOT_ID_LEN + 1])
 {
   return ch->cfg.boot_id_path ? rmx__shm_boot_id_at(ch->cfg.boot_id_path, out)
@@ -199,7 +153,9 @@ static void send_hello(rmx_shm_chan_t *ch)
     rmx__shm_chan_fail_later(ch, rc, "this host's boot id cannot be read");
     return;
   }
-  rmx__shm_msg_put(m, RMX_SHM_HELLO_MAGIC, ch->seg.lay.ring_size, 0, id);
+  /* the hello's status field carries the listener's features */
+  rmx__shm_msg_put(m, RMX_SHM_HELLO_MAGIC, ch->seg.lay.ring_size,
+                   ch->cfg.copy ? (int32_t)RMX_SHM_FEAT_COPY : 0, id);
   rmx__shm_seg_fds(&ch->seg, fds);
   /* a socket just accepted has all its buffer free: it takes the hello */
   ssize_t k = rmx__shm_fds_send(ch->sock, m, sizeof(m), fds, RMX_SHM_NFDS);
@@ -258,6 +214,7 @@ static void answer_in(rmx_shm_chan_t *ch)
     rmx__shm_chan_fail(ch, RMX_ECONNREFUSED, ch->why);
     return;
   }
+  ch->copy.offered = ch->cfg.copy && (word & RMX_SHM_FEAT_COPY); /* the features both have */
   int rc = boot_id(ch, own);
   if (rc != 0 || strcmp(own, id) != 0) {
     rmx__shm_chan_fail(ch, rc ? rc : RMX_EADDRNOTAVAIL,
@@ -404,7 +361,10 @@ static void hello_in(rmx_shm_chan_t *ch)
     refuse(ch, RMX_EPROTO, "the hello's ring size is not its segment's");
     return;
   }
-  rmx__shm_msg_put(m, RMX_SHM_ANSWER_MAGIC, 0, 0, own);
+  /* the answer's word: the features both have (bits the hello's status
+   * set that this side has too) */
+  ch->copy.offered = ch->cfg.copy && ((uint32_t)st & RMX_SHM_FEAT_COPY);
+  rmx__shm_msg_put(m, RMX_SHM_ANSWER_MAGIC, ch->copy.offered ? RMX_SHM_FEAT_COPY : 0, 0, own);
   if (rmx__shm_fds_send(ch->sock, m, RMX_SHM_MSG, NULL, 0) != RMX_SHM_MSG) {
     rmx__shm_chan_fail(ch, RMX_ECONNRESET, "the answer cannot be sent: the listener went away");
     return;

@@ -167,13 +167,17 @@ uint64_t rmx__shm_cma_probe_addr(const rmx_shm_cma_probe_t *p)
   return (uint64_t)(uintptr_t)p->bytes;
 }
 
-/* The log line's reason for a probe that failed with errno e. */
-static const char *probe_why(int e)
+/* The log line's reason for a probe that failed with errno e (wr: in the
+ * write back). */
+static const char *probe_why(int e, int wr)
 {
   switch (e) {
-  case EPERM: return "process_vm_readv refused: Operation not permitted";
-  case EACCES: return "process_vm_readv refused: Permission denied";
-  case ENOSYS: return "process_vm_readv refused: Function not implemented";
+  case EPERM: return wr ? "process_vm_writev refused: Operation not permitted"
+                        : "process_vm_readv refused: Operation not permitted";
+  case EACCES: return wr ? "process_vm_writev refused: Permission denied"
+                         : "process_vm_readv refused: Permission denied";
+  case ENOSYS: return wr ? "process_vm_writev refused: Function not implemented"
+                         : "process_vm_readv refused: Function not implemented";
   case ESRCH: return "no such process: the peer is gone, or its pid is another namespace's";
   case EFAULT: return "probe address not mapped there: not the peer";
   case ENOMEM: return "process_vm_readv: out of memory";
@@ -202,9 +206,13 @@ int rmx__shm_cma_probe(pid_t pid, uint64_t addr, size_t len, const void *expect,
     struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
     int e = cma_move(pid, RMX_SHM_CMA_READ, &l, 1, &r, 1, len, &done);
     if (e)
-      w = probe_why(e);
+      w = probe_why(e, 0);
     else if (memcmp(got, expect, len) != 0)
       w = "probe bytes differ: not the peer";
+    /* Then the same bytes back where they are: a filter may refuse
+     * writes alone, and the peer's bytes do not change. */
+    if (!w && (e = cma_move(pid, RMX_SHM_CMA_WRITE, &l, 1, &r, 1, len, &done)) != 0)
+      w = probe_why(e, 1);
   }
   if (w && why)
     *why = w;

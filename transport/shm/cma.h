@@ -75,13 +75,13 @@ uint64_t rmx__shm_cma_probe_addr(const rmx_shm_cma_probe_t *p);
 
 /* Whether one copy reaches the peer: reads len bytes (from
  * RMX_SHM_CMA_PROBE_MIN to _MAX) at addr in process pid with
- * process_vm_readv and compares them with expect. 1 when they match;
- * else 0, with *why (when not NULL) a static sentence for the log line,
- * such as "process_vm_readv refused: Operation not permitted" or "probe
- * bytes differ: not the peer". *why is NULL on a match. A match says
- * reads work; writes are checked by the same kernel rule, and a refusal
- * that comes later anyway (a filter on writes only) is RMX_EACCES from
- * rmx__shm_cma_copy. */
+ * process_vm_readv and compares them with expect, then writes the same
+ * bytes back with process_vm_writev (a filter may refuse writes alone; the
+ * peer's bytes do not change). 1 when both work and the bytes match; else
+ * 0, with *why (when not NULL) a static sentence for the log line, such as
+ * "process_vm_readv refused: Operation not permitted" or "probe bytes
+ * differ: not the peer". *why is NULL on a match. A refusal that comes
+ * later anyway is RMX_EACCES from rmx__shm_cma_copy. */
 int rmx__shm_cma_probe(pid_t pid, uint64_t addr, size_t len, const void *expect,
                        const char **why);
 

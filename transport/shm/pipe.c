@@ -54,6 +54,7 @@ void rmx__shm_pipe_cfg(rmx_tp_conn_t *tc, rmx_shm_chan_cfg_t *cfg)
   cfg->handshake_ms = tc->passive ? c->handshake_timeout_ms : c->connect_timeout_ms;
   /* Poll progress reads the rings every pass: a peer never rings for it. */
   cfg->polling = c->progress == RMX_PROGRESS_POLL;
+  cfg->copy = c->shm_copy != 0;
 }
 
 /* ---- writing ---- */
@@ -245,12 +246,15 @@ static void on_closed(rmx_shm_chan_t *ch)
   rmx__tcp_pipe_closed(tc);
 }
 
+static void on_copy(rmx_shm_chan_t *ch, int ok, const char *why);
+
 const rmx_shm_chan_cbs_t rmx__shm_pipe_cbs = {
   .ready = on_ready,
   .readable = on_readable,
   .writable = on_writable,
   .end = on_end,
   .closed = on_closed,
+  .copy = on_copy,
 };
 
 static void pipe_shutdown(rmx_tp_conn_t *tc)
@@ -304,6 +308,32 @@ static int pipe_waiting(rmx_tp_conn_t *tc, uint64_t *taken)
 
 static void pipe_open(rmx_tp_conn_t *tc) { tc->ch = NULL; }
 
+/* One copy for transfers of RMX_SHM_COPY_MIN and more, once agreed. */
+static size_t pipe_direct(rmx_tp_conn_t *tc)
+{
+  return tc->ch && rmx__shm_chan_direct(tc->ch, 0) ? RMX_SHM_COPY_MIN : 0;
+}
+
+static int pipe_copy(rmx_tp_conn_t *tc, int to_peer, void *local, uint64_t remote, size_t len)
+{
+  return tc->ch ? rmx__shm_chan_move(tc->ch, to_peer, local, remote, len) : RMX_EPROTO;
+}
+
+/* The copy mode, once known: one log line per connection. */
+static void on_copy(rmx_shm_chan_t *ch, int ok, const char *why)
+{
+  rmx_tp_conn_t *tc = ch->data;
+  char peer[RMX_SHM_NAME_MAX + 48];
+  if (tc->tp->env->log_level < RMX_LOG_INFO)
+    return;
+  pipe_peer(tc, peer, sizeof(peer));
+  if (ok)
+    RMX_TP_LOG(tc->tp->env, INFO, "shm: %s: one copy (process_vm_readv/writev) for remote reads "
+               "and writes of %u bytes and more", peer, (unsigned)RMX_SHM_COPY_MIN);
+  else
+    RMX_TP_LOG(tc->tp->env, INFO, "shm: %s: the segment carries every byte: %s", peer, why);
+}
+
 const tcp_pipe_t rmx__shm_pipe = {
   .open = pipe_open,
   .try_write = pipe_try_write,
@@ -316,4 +346,6 @@ const tcp_pipe_t rmx__shm_pipe = {
   .read_now = pipe_read_now,
   .peer = pipe_peer,
   .waiting = pipe_waiting,
+  .direct = pipe_direct,
+  .copy = pipe_copy,
 };

@@ -28,6 +28,11 @@ typedef struct shm_pipe {
   uint8_t cut;     /* read no more from queued writes' memory */
 } shm_pipe_t;
 
+/* The smallest remote read or write that goes by one copy once agreed
+ * (chan_copy.c): below it the two copies through the ring cost less than
+ * the system call and the page pinning. */
+#define RMX_SHM_COPY_MIN (32u << 10)
+
 extern const tcp_pipe_t rmx__shm_pipe;
 
 /* pipe.c: a new pipe for tc, its channel not started (NULL: no memory). */

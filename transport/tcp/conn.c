@@ -279,6 +279,8 @@ void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, u
   case TF_RD_REQ:
   case TF_WR_REQ:
   case TF_AT_REQ:
+  case TF_RD_DIR:
+  case TF_WR_DIR:
     if (remote_allowed(tc))
       rmx__tcp_serve(tc, kind, body, blen);
     break;

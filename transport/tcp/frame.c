@@ -36,7 +36,7 @@ void rmx__tf_frame_unhdr(uint8_t *p)
 /* Is this kind allowed in this state, with this body length? */
 static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, size_t max_frame)
 {
-  if (kind >= TF_RD_REQ && kind <= TF_AT_RESP && state != TC_UP)
+  if (kind >= TF_RD_REQ && kind <= TF_WR_DIR && state != TC_UP)
     return "remote operation before the handshake";
   switch (kind) {
   case TF_HELLO:
@@ -65,6 +65,10 @@ static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, siz
     return blen != TF_ATREQ_LEN ? "malformed atomic request" : NULL;
   case TF_AT_RESP:
     return blen != TF_ATRESP_LEN ? "malformed atomic response" : NULL;
+  case TF_RD_DIR:
+    return blen != TF_RDDIR_LEN ? "malformed direct read request" : NULL;
+  case TF_WR_DIR:
+    return blen != TF_WRDIR_LEN ? "malformed direct write request" : NULL;
   default:
     return state == TC_WAIT_HELLO ? "not an rmx peer (bad first frame)" : "unknown frame kind";
   }
@@ -93,12 +97,25 @@ size_t rmx__tf_buffered(uint8_t kind, uint32_t blen)
   return kind == TF_RD_RESP ? TF_RESP_SUB : kind == TF_WR_REQ ? TF_WRREQ_SUB : blen;
 }
 
+/* The fixed part's length of a request kind. */
+static size_t req_sub(uint8_t kind)
+{
+  switch (kind) {
+  case TF_RD_REQ: return TF_RDREQ_LEN;
+  case TF_WR_REQ: return TF_WRREQ_SUB;
+  case TF_RD_DIR: return TF_RDDIR_LEN;
+  case TF_WR_DIR: return TF_WRDIR_LEN;
+  default: return TF_ATREQ_LEN;
+  }
+}
+
 /* RD_REQ and WR_REQ: id, addr, len, key, then WR_REQ's flags, imm. AT_REQ:
- * id, addr, key, op, pad, compare/add, swap. */
+ * id, addr, key, op, pad, compare/add, swap. RD_DIR and WR_DIR: RD_REQ's
+ * and WR_REQ's fields, then from. */
 size_t rmx__tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r)
 {
   uint8_t *b = p + TF_HDR;
-  size_t sub = kind == TF_RD_REQ ? TF_RDREQ_LEN : kind == TF_WR_REQ ? TF_WRREQ_SUB : TF_ATREQ_LEN;
+  size_t sub = req_sub(kind);
   rmx__tf_hdr(p, (uint32_t)(kind == TF_WR_REQ ? sub + r->len : sub), kind);
   rmx_put64(b, r->id);
   rmx_put64(b + 8, r->addr);
@@ -112,10 +129,12 @@ size_t rmx__tf_req_put(uint8_t *p, uint8_t kind, const tf_req_t *r)
     rmx_put64(b + 16, r->len);
     rmx_put64(b + 24, r->key);
   }
-  if (kind == TF_WR_REQ) {
+  if (kind == TF_WR_REQ || kind == TF_WR_DIR) {
     rmx_put32(b + 32, r->flags);
     rmx_put32(b + 36, r->imm);
   }
+  if (kind == TF_RD_DIR || kind == TF_WR_DIR)
+    rmx_put64(b + sub - 8, r->from);
   return TF_HDR + sub;
 }
 
@@ -132,10 +151,12 @@ void rmx__tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r)
   }
   r->len = rmx_get64(b + 16);
   r->key = rmx_get64(b + 24);
-  if (kind == TF_WR_REQ) {
+  if (kind == TF_WR_REQ || kind == TF_WR_DIR) {
     r->flags = rmx_get32(b + 32);
     r->imm = rmx_get32(b + 36);
   }
+  if (kind == TF_RD_DIR || kind == TF_WR_DIR)
+    r->from = rmx_get64(b + req_sub(kind) - 8);
 }
 
 /* id, status, then AT_RESP's pad (0) and old value. */

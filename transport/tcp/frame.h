@@ -20,19 +20,27 @@
 #define TF_WRREQ_SUB 40   /* id, addr, len, key, flags, imm */
 #define TF_ATREQ_LEN 48   /* id, addr, key, op, pad, compare/add, swap */
 #define TF_ATRESP_LEN 24  /* id, status, pad, old value */
+#define TF_RDDIR_LEN 40   /* RD_REQ's body, then the initiator's address */
+#define TF_WRDIR_LEN 48   /* WR_REQ's fixed part, then the initiator's address; no data */
 #define TF_HELLO_MAX 256  /* the core's hello, at most */
 #define TF_MAX_IO (1u << 30)  /* largest single remote write */
 #define TF_CHUNK (256u << 10) /* read response data per frame, at most (more: malformed) */
 
-/* Kinds 1..10 are the transport's own, with flags and reserved 0 (4 was
+/* Kinds 1..12 are the transport's own, with flags and reserved 0 (4 was
  * protocol version 2's MSG, which wrapped a whole rmx frame). A kind from
  * TF_FRAME up is an rmx frame of type kind - TF_FRAME: the flags byte is
  * the frame's flags, the reserved field its credits, the body its body, so
  * a message costs one 8-byte header, not two. */
 enum {
   TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_RD_REQ = 5, TF_RD_RESP, TF_WR_REQ, TF_WR_RESP,
-  TF_AT_REQ, TF_AT_RESP, TF_FRAME = 16
+  TF_AT_REQ, TF_AT_RESP, TF_RD_DIR, TF_WR_DIR, TF_FRAME = 16
 };
+/* TF_RD_DIR and TF_WR_DIR are a read and a write whose data the target
+ * moves itself, straight between its memory and the initiator's (shm's
+ * one copy, pipe op `direct`): the request names the initiator's buffer
+ * (`from`), no data follows a write, and the answer (RD_RESP without data,
+ * WR_RESP) says it is done. Only a connection whose pipe agreed to it
+ * carries them. */
 
 typedef enum {
   TC_CONNECTING,  /* active: TCP connect in flight */
@@ -61,7 +69,7 @@ void rmx__tf_frame_unhdr(uint8_t *p);
  */
 size_t rmx__tf_buffered(uint8_t kind, uint32_t blen);
 
-/* A request's fixed part (RD_REQ, WR_REQ, AT_REQ); each kind has the
+/* A request's fixed part (RD_REQ, WR_REQ, AT_REQ, RD_DIR, WR_DIR); each kind has the
  * fields its body has. */
 typedef struct tf_req {
   uint64_t id, addr;
@@ -70,6 +78,7 @@ typedef struct tf_req {
   uint32_t flags, imm;   /* WR_REQ: bit 0 says imm is raised after the data */
   uint32_t op, pad;      /* AT_REQ: rmx_tp_atomic_t, and 0 */
   uint64_t cmp_add, swap; /* AT_REQ */
+  uint64_t from;         /* RD_DIR, WR_DIR: the initiator's buffer, in its memory */
 } tf_req_t;
 
 /* A response's fixed part (RD_RESP, WR_RESP, AT_RESP). */

@@ -48,6 +48,10 @@ static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *d
   }
   r->id = rd->id;
   size_t head = rmx__tf_req_put(w->hdr, kind, r);
+  if (kind == TF_RD_DIR || kind == TF_WR_DIR) { /* answered as the plain kinds */
+    rd->kind = kind == TF_RD_DIR ? TF_RD_REQ : TF_WR_REQ;
+    rd->direct = 1;
+  }
   /* Not uv_buf_init: a call into libuv per buffer, on every part posted. */
   uv_buf_t bufs[2] = {{.base = (char *)w->hdr, .len = head},
                       {.base = (char *)(uintptr_t)data, .len = r->len}};
@@ -57,13 +61,20 @@ static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *d
   return 0;
 }
 
+/* Does a read or write of len bytes go by the pipe's one copy? */
+static int by_copy(rmx_tp_conn_t *tc, size_t len)
+{
+  size_t min = tc->tp->pipe->direct ? tc->tp->pipe->direct(tc) : 0;
+  return min && len >= min && len <= TF_MAX_IO;
+}
+
 int rmx__tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_mem, uint64_t raddr,
                   uint64_t rkey, void *op)
 {
-  tf_req_t r = {.addr = raddr, .len = len, .key = rkey};
+  tf_req_t r = {.addr = raddr, .len = len, .key = rkey, .from = (uintptr_t)dst};
   rd_t *rd;
   (void)dst_mem; /* reads of any length: the answer comes in chunks */
-  int rc = pend_post(tc, TF_RD_REQ, &r, NULL, op, &rd);
+  int rc = pend_post(tc, by_copy(tc, len) ? TF_RD_DIR : TF_RD_REQ, &r, NULL, op, &rd);
   if (rc == 0) {
     rd->dst = dst;
     rd->len = len;
@@ -75,12 +86,12 @@ int rmx__tcp_write(rmx_tp_conn_t *tc, const void *src, size_t len, rmx_tp_mem_t 
                    uint64_t raddr, uint64_t rkey, const uint32_t *imm, void *op)
 {
   tf_req_t r = {.addr = raddr, .len = len, .key = rkey, .flags = imm ? 1 : 0,
-                .imm = imm ? *imm : 0};
+                .imm = imm ? *imm : 0, .from = (uintptr_t)src};
   rd_t *rd;
   (void)src_mem;
   if (len > TF_MAX_IO)
     return RMX_EMSGSIZE;
-  return pend_post(tc, TF_WR_REQ, &r, src, op, &rd);
+  return pend_post(tc, by_copy(tc, len) ? TF_WR_DIR : TF_WR_REQ, &r, src, op, &rd);
 }
 
 int rmx__tcp_atomic(rmx_tp_conn_t *tc, rmx_tp_atomic_t kind, uint64_t raddr, uint64_t rkey,
@@ -145,11 +156,13 @@ static void on_rd_resp(rmx_tp_conn_t *tc, const tf_resp_t *r, uint32_t blen)
     rmx__tcp_proto_fail(tc, "read response for no outstanding read");
     return;
   }
-  if (r->status ? (dlen != 0 || r->status > 0) : (dlen > rd->len - rd->got || (!dlen && rd->len))) {
+  if (r->status ? (dlen != 0 || r->status > 0)
+                : rd->direct ? dlen != 0
+                             : (dlen > rd->len - rd->got || (!dlen && rd->len))) {
     rmx__tcp_proto_fail(tc, "read response of the wrong length");
     return;
   }
-  if (r->status) {
+  if (r->status || rd->direct) { /* a direct read's data is in place */
     pend_done(tc, rd, rmx__wire_status(r->status));
     return;
   }

@@ -154,7 +154,7 @@ static void srv_pump(rmx_tp_conn_t *tc)
     size_t chunk = 0;
     if (!sv->ready)
       return; /* a write whose data is still arriving */
-    if (sv->kind == TF_RD_RESP && sv->status == 0 && sv->m->dead) {
+    if (sv->kind == TF_RD_RESP && sv->status == 0 && sv->m && sv->m->dead) {
       sv->status = RMX_EACCES;
       refused(tc, "read (deregistered while read)", sv->left, sv->addr, sv->status);
     }
@@ -289,6 +289,20 @@ static void serve_atomic(rmx_tp_conn_t *tc, const tf_req_t *r)
   srv_pump(tc);
 }
 
+/* A write's data is in place (or was refused): answer, then tell the core
+ * of its immediate. */
+static void written(rmx_tp_conn_t *tc, srv_t *sv, int has_imm, uint32_t imm, size_t total)
+{
+  int32_t status = sv->status; /* the pump may answer and free sv */
+  sv->ready = 1;
+  srv_pump(tc);
+  if (has_imm && tc->owner && !tc->dead && !tc->closing) {
+    /* refused too: the writer spent one of our receive credits on it */
+    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .status = status, .imm = imm, .len = total};
+    tc->tp->env->event(tc->owner, &ev);
+  }
+}
+
 /* A write landed (or was refused and skipped): answer, then tell the core. */
 static void write_landed(rmx_tp_conn_t *tc)
 {
@@ -298,15 +312,7 @@ static void write_landed(rmx_tp_conn_t *tc)
     mem_unuse(k->m);
     k->m = NULL;
   }
-  int32_t status = sv->status; /* the pump may answer and free sv */
-  sv->ready = 1;
-  srv_pump(tc);
-  if (k->has_imm && tc->owner && !tc->dead && !tc->closing) {
-    /* refused too: the writer spent one of our receive credits on it */
-    rmx_tp_ev_t ev = {.type = RMX_TP_EV_IMM, .status = status, .imm = k->imm,
-                      .len = k->total};
-    tc->tp->env->event(tc->owner, &ev);
-  }
+  written(tc, sv, k->has_imm, k->imm, k->total);
 }
 
 /* A write into memory deregistered meanwhile: the rest goes nowhere and
@@ -342,6 +348,46 @@ static void serve_write(rmx_tp_conn_t *tc, const tf_req_t *r, uint32_t blen)
   rmx__tcp_sink_start(tc);
 }
 
+/*
+ * A read or write whose data we move ourselves, straight between the
+ * registration and the initiator's buffer (the pipe's copy), at once: the
+ * answer then carries no data. The registration is checked as for any
+ * request, and our side of the copy touches nothing else; the initiator's
+ * side is the address it named, in its own memory. A copy that fails (the
+ * peer named memory it does not have: RMX_EINVAL) fails the request.
+ */
+static void serve_direct(rmx_tp_conn_t *tc, uint8_t kind, const tf_req_t *r)
+{
+  int rd = kind == TF_RD_DIR;
+  if (!tc->tp->pipe->copy || r->len > TF_MAX_IO || (!rd && (r->flags & ~1u))) {
+    rmx__tcp_proto_fail(tc, tc->tp->pipe->copy ? "malformed direct request"
+                                               : "direct request over a pipe without one copy");
+    return;
+  }
+  srv_t *sv = srv_new(tc, rd ? TF_RD_RESP : TF_WR_RESP, r->id);
+  if (!sv)
+    return;
+  rmx_tp_mem_t *m = check_access(tc, r->key, r->addr, r->len,
+                                 rd ? RMX_TP_ACC_REMOTE_READ : RMX_TP_ACC_REMOTE_WRITE,
+                                 rd ? "read" : "write", &sv->status);
+  if (m && r->len) {
+    int rc = tc->tp->pipe->copy(tc, rd, (void *)(uintptr_t)r->addr, r->from, r->len);
+    if (rc == RMX_EPROTO) { /* the connection is failing: sv goes with it */
+      rmx__tcp_proto_fail(tc, "direct request on a connection that agreed to no such thing");
+      return;
+    }
+    if (rc == 0)
+      tc->tp->direct_bytes += r->len;
+    else
+      refused(tc, rd ? "direct read (the copy failed)" : "direct write (the copy failed)",
+              r->len, r->addr, sv->status = rc);
+  }
+  if (rd)
+    srv_pump(tc); /* sv->left 0: the answer has no data */
+  else
+    written(tc, sv, r->flags & 1, r->imm, r->len);
+}
+
 /* A request from the peer, whom the core has accepted. */
 void rmx__tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen)
 {
@@ -351,6 +397,8 @@ void rmx__tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32
     serve_read(tc, &r);
   else if (kind == TF_WR_REQ)
     serve_write(tc, &r, blen);
-  else
+  else if (kind == TF_AT_REQ)
     serve_atomic(tc, &r);
+  else
+    serve_direct(tc, kind, &r);
 }

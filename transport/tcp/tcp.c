@@ -444,7 +444,11 @@ void rmx__tcp_fini(rmx_tp_t *tp)
 int rmx__tcp_devices(rmx_device_info_t **out, int *n) { return RMX_ENOTSUP; }
 
 /* Nothing registered for itself; refused: connects out of descriptors. */
-void rmx__tcp_stats(rmx_tp_t *tp, rmx_tp_stats_t *st) { st->refused += tp->refused; }
+void rmx__tcp_stats(rmx_tp_t *tp, rmx_tp_stats_t *st)
+{
+  st->refused += tp->refused;
+  st->direct_bytes += tp->direct_bytes;
+}
 
 const rmx_tp_ops_t rmx__tcp_ops = {
   .name = "tcp",
