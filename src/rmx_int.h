@@ -54,9 +54,8 @@ static inline void rmx__defer_once(rmx_ctx_t *ctx, rmx__deferred_t *d)
 
 /* ---- buffer pool ---- */
 #define RMX_BUF_HEADROOM 64 /* room for a frame header before the payload */
-/* An op holds its own frame in frame[]: control frames, RTS, and eager
- * messages so small that they need no pool buffer (every transport takes
- * a frame this small from unregistered memory). */
+/* An op holds its own frame in frame[]: control frames, RTS, and eager messages
+ * so small that they need no pool buffer (any transport takes them unregistered). */
 #define RMX_OP_FRAME_MAX RMX_TP_SMALL_FRAME
 _Static_assert(RMX_WIRE_CTRL_MAX <= RMX_OP_FRAME_MAX, "control frames fit in an op");
 /* Where a DATA frame starts in a pool buffer: its header, then ext bytes
@@ -79,10 +78,12 @@ typedef struct rmx__pool {
   rmx_list_t free[RMX_POOL_CLASSES];
   rmx_list_t slabs;
   size_t bytes; /* allocated, for stats and limits */
+  rmx__slab_t *spare; uint64_t spare_at; /* large buffers given back (pool.c), the last when */
 } rmx__pool_t;
 
 void rmx__pool_init(rmx__pool_t *p);
 void rmx__pool_fini(rmx_ctx_t *ctx, rmx__pool_t *p);
+void rmx__pool_trim(rmx_ctx_t *ctx, uint64_t now); /* spares go RMX_POOL_SPARE_MS after */
 int rmx__buf_alloc(rmx_ctx_t *ctx, size_t size, rmx_buf_t **out);
 void rmx__buf_free(rmx_ctx_t *ctx, rmx_buf_t *b);
 /* The buffer's registration with transport tpi, made on first use. */
@@ -183,8 +184,7 @@ typedef struct rmx__op {
   uint8_t frame[RMX_OP_FRAME_MAX];
 } rmx__op_t;
 
-/* ---- credits (src/msg/credit.h): pure bookkeeping, no I/O ---- */
-#include "msg/credit.h"
+#include "msg/credit.h" /* credits: pure bookkeeping, no I/O */
 
 /* ---- op classes: how the scheduler and the event dispatch treat an op,
  * installed per kind by the layer that owns the kind ---- */

@@ -5,7 +5,8 @@
  * each transport that needs it once, when a buffer is taken from it (or,
  * for a transport with no device open yet, when one is first posted), and
  * every buffer in it shares that registration. Larger requests get a slab
- * of their own, mapped for them and unmapped on return: what a burst of
+ * of their own, mapped for them and unmapped once unused for a second (a
+ * few are kept as spares, see rmx__buf_free): what a burst of
  * large messages took goes back to the system when the burst is over,
  * whatever malloc does with blocks of that size (glibc's raises its mmap
  * threshold as large blocks are freed, up to 32 MiB, and then keeps such
@@ -21,9 +22,13 @@
 
 #define SLAB_BYTES (256u << 10) /* target slab size for small classes */
 #define SLAB_MIN_BUFS 4u
+#define RMX_POOL_SPARE_MS 1000 /* large buffers kept unused for so long go */
+#define RMX_POOL_SPARES 4      /* large buffers kept at most (RMX_RNDV_DEPTH's default)... */
+#define RMX_POOL_SPARE_BYTES (32u << 20) /* ...and bytes, past the first */
 
 struct rmx__slab {
   rmx_list_t link;
+  rmx__slab_t *spare_next; /* a spare's (large slabs): the next spare */
   rmx_ctx_t *ctx;
   uint8_t *mem;
   size_t bytes;
@@ -101,6 +106,7 @@ static void slab_free(rmx_ctx_t *ctx, rmx__pool_t *p, rmx__slab_t *s)
 void rmx__pool_fini(rmx_ctx_t *ctx, rmx__pool_t *p)
 {
   rmx_list_t *n;
+  p->spare = NULL; /* on the slab list too */
   while ((n = p->slabs.next) != &p->slabs)
     slab_free(ctx, p, rmx_container_of(n, rmx__slab_t, link));
   rmx__pool_init(p);
@@ -134,7 +140,16 @@ int rmx__buf_alloc(rmx_ctx_t *ctx, size_t size, rmx_buf_t **out)
   if (cls < 0) {
     if (size > UINT32_MAX)
       return RMX_EMSGSIZE;
-    rmx__slab_t *s = slab_new(ctx, size, 1, -1);
+    size_t bytes = (RMX_BUF_HEADROOM + size + 4095) & ~(size_t)4095;
+    rmx__slab_t *s, **at = &p->spare;
+    for (s = *at; s; at = &s->spare_next, s = *at)
+      if (s->bytes >= bytes && s->bytes / 2 <= bytes) { /* fits, wastes at most half */
+        *at = s->spare_next;
+        s->bufs[0].cap = (uint32_t)size;
+        *out = &s->bufs[0];
+        return 0;
+      }
+    s = slab_new(ctx, size, 1, -1);
     if (!s)
       return RMX_ENOMEM;
     int rc = slab_reg(ctx, s);
@@ -161,12 +176,47 @@ int rmx__buf_alloc(rmx_ctx_t *ctx, size_t size, rmx_buf_t **out)
   return 0;
 }
 
+/* Large buffers given back stay as spares, the newest first, up to
+ * RMX_POOL_SPARES and RMX_POOL_SPARE_BYTES (the oldest beyond go): a
+ * stream of large messages (rendezvous destinations, RMX_RNDV_DEPTH at
+ * once) then maps and faults in its memory once, not per message. They go
+ * RMX_POOL_SPARE_MS after the last one came back (rmx__pool_trim, from the
+ * context's keepalive tick), or with the context. */
 void rmx__buf_free(rmx_ctx_t *ctx, rmx_buf_t *b)
 {
-  if (b->cls < 0)
-    slab_free(ctx, &ctx->pool, b->slab);
-  else
-    rmx_list_push(&ctx->pool.free[b->cls], &b->link);
+  rmx__pool_t *p = &ctx->pool;
+  if (b->cls >= 0) {
+    rmx_list_push(&p->free[b->cls], &b->link);
+    return;
+  }
+  rmx__slab_t *s = b->slab, **at;
+  s->spare_next = p->spare;
+  p->spare = s;
+  p->spare_at = uv_now(ctx->loop);
+  size_t kept = s->bytes;
+  int n = 1;
+  for (at = &s->spare_next; *at; n++) {
+    if (n >= RMX_POOL_SPARES || kept + (*at)->bytes > RMX_POOL_SPARE_BYTES) {
+      rmx__slab_t *old = *at;
+      *at = old->spare_next;
+      slab_free(ctx, p, old);
+      continue;
+    }
+    kept += (*at)->bytes;
+    at = &(*at)->spare_next;
+  }
+}
+
+void rmx__pool_trim(rmx_ctx_t *ctx, uint64_t now)
+{
+  rmx__pool_t *p = &ctx->pool;
+  if (now < p->spare_at + RMX_POOL_SPARE_MS)
+    return;
+  while (p->spare) {
+    rmx__slab_t *s = p->spare;
+    p->spare = s->spare_next;
+    slab_free(ctx, p, s);
+  }
 }
 
 int rmx__buf_mem(rmx_ctx_t *ctx, rmx_buf_t *b, int tpi, rmx_tp_mem_t **out)

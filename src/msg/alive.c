@@ -195,6 +195,7 @@ static void alive_tick(uv_timer_t *t)
   uint32_t limit = rmx__alive_limit(&ctx->cfg);
 
   rmx__cb_enter(ctx);
+  rmx__pool_trim(ctx, now);
   for (int i = 0; i < RMX_ALIVE_QS; i++) {
     rmx_list_t *q = &ctx->alive_q[i].q;
     /* Those looked at go back at now + period: behind the due ones. */

@@ -148,6 +148,8 @@ static void deferred_free(rmx__deferred_t *d)
   ctx->nconns--;
   rmx__guard_conn_free(&c->guard);
   free(c);
+  if (ctx->nconns == 0) /* no keepalive tick trims the pool's spares now */
+    rmx__pool_trim(ctx, UINT64_MAX);
   if (ctx->dying)
     ctx->up.conn_freed(ctx);
 }

@@ -28,7 +28,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "../transport/cma_filter.h"
+#include "cma_filter.h"
 
 #define REGION (8u << 20)
 #define BIG (4u << 20) /* the message each way */

@@ -34,7 +34,7 @@
 #include <rmx/rmx.h>
 
 #include "../../transport/shm/cma.h"
-#include "cma_filter.h"
+#include "../conformance/cma_filter.h"
 
 #define PEER_BUF (12u << 20) /* the peer's area: 8 MiB and the gaps */
 #define CANARY 0xa5

@@ -5,6 +5,8 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include <uv.h>
+
 #include "rmx_int.h"
 
 static int setup(void **state)
@@ -70,12 +72,53 @@ static void steady_state_reuses(void **state)
       rmx_buf_put(held[i]);
   }
   assert_int_equal(ctx->pool.bytes, bytes);
-  /* a large buffer is returned to the system, not kept */
-  rmx_buf_t *big;
+  /* a large buffer is kept for the next large one, then returned to the
+   * system once unused for a while */
+  rmx_buf_t *big, *again;
   assert_int_equal(rmx_buf_get(ctx, 3u << 20, &big), 0);
-  assert_true(ctx->pool.bytes >= bytes + (3u << 20));
+  size_t with_big = ctx->pool.bytes;
+  assert_true(with_big >= bytes + (3u << 20));
+  void *at = rmx_buf_data(big);
   rmx_buf_put(big);
+  assert_int_equal(ctx->pool.bytes, with_big);
+  for (int round = 0; round < 100; round++) { /* a stream of them: no growth, no new mapping */
+    assert_int_equal(rmx_buf_get(ctx, (3u << 20) - 4096 * (size_t)round, &again), 0);
+    assert_ptr_equal(rmx_buf_data(again), at);
+    assert_int_equal(rmx_buf_size(again), (3u << 20) - 4096 * (size_t)round);
+    rmx_buf_put(again);
+    assert_int_equal(ctx->pool.bytes, with_big);
+  }
+  /* one not even half as big gets its own */
+  assert_int_equal(rmx_buf_get(ctx, (1u << 20) + 1, &again), 0);
+  assert_ptr_not_equal(rmx_buf_data(again), at);
+  rmx_buf_put(again);
+  uint64_t now = uv_now(rmx_ctx_loop(ctx));
+  rmx__pool_trim(ctx, now); /* just used: kept */
+  assert_true(ctx->pool.bytes > with_big);
+  rmx__pool_trim(ctx, now + 1000);
   assert_int_equal(ctx->pool.bytes, bytes);
+}
+
+/* At most 4 large buffers and 32 MiB (past the first) are kept. */
+static void spares_are_bounded(void **state)
+{
+  rmx_ctx_t *ctx = *state;
+  rmx_buf_t *b[6];
+  size_t base = ctx->pool.bytes;
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(rmx_buf_get(ctx, 2u << 20, &b[i]), 0);
+  for (int i = 0; i < 6; i++)
+    rmx_buf_put(b[i]);
+  size_t each = ((2u << 20) + RMX_BUF_HEADROOM + 4095) & ~(size_t)4095;
+  assert_int_equal(ctx->pool.bytes, base + 4 * each);
+  for (int i = 0; i < 3; i++) /* 8 MiB ones: the newest first, the rest while 32 MiB allow */
+    assert_int_equal(rmx_buf_get(ctx, 8u << 20, &b[i]), 0);
+  for (int i = 0; i < 3; i++)
+    rmx_buf_put(b[i]);
+  size_t big = ((8u << 20) + RMX_BUF_HEADROOM + 4095) & ~(size_t)4095;
+  assert_int_equal(ctx->pool.bytes, base + 3 * big + each);
+  rmx__pool_trim(ctx, uv_now(rmx_ctx_loop(ctx)) + 1000);
+  assert_int_equal(ctx->pool.bytes, base);
 }
 
 static void distinct_buffers(void **state)
@@ -97,6 +140,7 @@ int main(void)
     cmocka_unit_test_setup_teardown(limit_is_enforced, setup, teardown),
     cmocka_unit_test_setup_teardown(steady_state_reuses, setup, teardown),
     cmocka_unit_test_setup_teardown(distinct_buffers, setup, teardown),
+    cmocka_unit_test_setup_teardown(spares_are_bounded, setup, teardown),
   };
   return cmocka_run_group_tests_name("pool", tests, NULL, NULL);
 }
