@@ -47,8 +47,9 @@ typedef struct rmx_group rmx_group_t; /**< One listening address for several con
  * the group may be used from any thread. As with rmx_listen(), the
  * address is bound in the call: a port another socket or listener holds
  * fails with @ref RMX_EADDRINUSE (logged unless RMX_LOG=none).
- * @param uri  @c tcp://host[:port] or @c rdma://host[:port] (not auto://);
- *        port 0 picks a free port (rmx_group_uri())
+ * @param uri  @c tcp://host[:port], @c rdma://host[:port] or @c shm://PATH,
+ *        @c shm://\@NAME (not auto://); port 0 picks a free port
+ *        (rmx_group_uri())
  * @param[out] g  the group, on 0
  * @return 0, @ref RMX_EINVAL (a NULL argument or a bad URI),
  *         @ref RMX_ENORESOLVE, @ref RMX_EADDRINUSE, @ref RMX_EADDRNOTAVAIL,

@@ -244,13 +244,21 @@ int rmx_group_open(const char *uri, rmx_group_t **out)
   const rmx_tp_ops_t *ops = rmx__tp_ops(tpi);
   if (!ops || !ops->gate_open)
     return RMX_ENOTSUP;
-  if (getaddrinfo(u.host, u.port, &hints, &res) != 0) {
+  struct sockaddr_storage name; /* shm://: a socket name, nothing to resolve */
+  struct addrinfo named = {.ai_addr = (struct sockaddr *)&name};
+  int local = (ops->flags & RMX_TP_F_LOCAL_NAME) != 0;
+  if (local && (rc = rmx__uri_unix(u.host, &name)) != 0)
+    return rc;
+  if (local)
+    res = &named;
+  else if (getaddrinfo(u.host, u.port, &hints, &res) != 0) {
     GROUP_LOG("listener group: cannot resolve '%s'", u.host);
     return RMX_ENORESOLVE;
   }
   rmx_group_t *g = calloc(1, sizeof(*g));
   if (!g) {
-    freeaddrinfo(res);
+    if (!local)
+      freeaddrinfo(res);
     return RMX_ENOMEM;
   }
   g->tpi = tpi;
@@ -264,7 +272,8 @@ int rmx_group_open(const char *uri, rmx_group_t **out)
     GROUP_LOG("listener group: cannot listen on %s://%s: %s%s", ops->name,
               rmx__sa_str(res->ai_addr, a, sizeof(a)), rmx_strerror(rc), rmx__listen_hint(rc));
   }
-  freeaddrinfo(res);
+  if (!local)
+    freeaddrinfo(res);
   if (rc == 0 && (rc = uv_mutex_init(&g->mu)) != 0) {
     ops->gate_close(g->gate);
     rc = rmx__uv_err(rc);

@@ -168,6 +168,14 @@ struct rmx_shm_listener {
 int rmx__shm_listen(rmx_shm_listener_t *l, uv_loop_t *loop, const char *name,
                     void (*incoming)(rmx_shm_listener_t *l));
 
+/* A listening Unix socket on name, no loop's (a listener group's gate):
+ * 0 and *fd, or rmx__shm_listen's errors; its end, which removes a path.
+ * The next peer waiting on a listening fd: 0 and *fd, or RMX_EAGAIN,
+ * RMX_EMFILE, RMX_ENOMEM, RMX_EIO. */
+int rmx__shm_listen_fd(const char *name, int *fd);
+void rmx__shm_unlisten_fd(const char *name, int fd);
+int rmx__shm_accept_fd(int lfd, int *fd);
+
 /* Stop (1) or start again (0) taking peers: they wait in the backlog. */
 int rmx__shm_listener_pause(rmx_shm_listener_t *l, int pause);
 
@@ -181,6 +189,12 @@ void rmx__shm_listener_close(rmx_shm_listener_t *l, void (*closed)(rmx_shm_liste
  * and needs no close. cfg may be NULL (defaults). */
 int rmx__shm_chan_accept(rmx_shm_chan_t *ch, rmx_shm_listener_t *l,
                          const rmx_shm_chan_cfg_t *cfg, const rmx_shm_chan_cbs_t *cbs);
+
+/* rmx__shm_chan_accept for a peer already accepted elsewhere (fd, from
+ * rmx__shm_accept_fd; name: its listener's), on loop: 0, or RMX_EINVAL
+ * (then fd is still the caller's). */
+int rmx__shm_chan_accept_fd(rmx_shm_chan_t *ch, uv_loop_t *loop, int fd, const char *name,
+                            const rmx_shm_chan_cfg_t *cfg, const rmx_shm_chan_cbs_t *cbs);
 
 /* Connect ch to the listener at name and start the set-up. Returns 0
  * (started: ready or end follows, a listener that is not there too) or

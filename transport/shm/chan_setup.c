@@ -84,29 +84,47 @@ int rmx__shm_listen(rmx_shm_listener_t *l, uv_loop_t *loop, const char *name,
   l->incoming = incoming;
   l->unlink_path = name[0] != '@';
   strcpy(l->name, name);
-  l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (l->fd < 0)
-    return sys_err(errno);
-  int rc = 0;
-  if (bind(l->fd, (struct sockaddr *)&sa, len) != 0) {
-    rc = sys_err(errno);
-    goto fail;
-  }
-  if (listen(l->fd, SOMAXCONN) != 0 || uv_poll_init(loop, &l->poll, l->fd) != 0) {
-    rc = sys_err(errno);
-    goto unbind;
+  int rc = rmx__shm_listen_fd(name, &l->fd);
+  if (rc)
+    return rc;
+  if (uv_poll_init(loop, &l->poll, l->fd) != 0) {
+    rmx__shm_unlisten_fd(name, l->fd);
+    l->fd = -1;
+    return RMX_EIO;
   }
   l->poll.data = l;
   uv_poll_start(&l->poll, UV_READABLE, lst_cb);
   return 0;
+}
 
-unbind:
-  if (l->unlink_path)
-    unlink(l->name);
-fail:
-  close(l->fd);
-  l->fd = -1;
-  return rc;
+int rmx__shm_listen_fd(const char *name, int *fd)
+{
+  struct sockaddr_un sa;
+  socklen_t len;
+  if (addr_of(name, &sa, &len) != 0)
+    return RMX_EINVAL;
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return sys_err(errno);
+  if (bind(s, (struct sockaddr *)&sa, len) != 0) {
+    int rc = sys_err(errno);
+    close(s);
+    return rc;
+  }
+  if (listen(s, SOMAXCONN) != 0) {
+    int rc = sys_err(errno);
+    rmx__shm_unlisten_fd(name, s);
+    return rc;
+  }
+  *fd = s;
+  return 0;
+}
+
+void rmx__shm_unlisten_fd(const char *name, int fd)
+{
+  if (name[0] != '@')
+    unlink(name);
+  close(fd);
 }
 
 int rmx__shm_listener_pause(rmx_shm_listener_t *l, int pause)
@@ -167,20 +185,45 @@ static void send_hello(rmx_shm_chan_t *ch)
   ch->state = CH_WAIT_ANSWER;
 }
 
+static int accept_cfg_ok(const rmx_shm_chan_cfg_t *cfg, const rmx_shm_chan_cbs_t *cbs)
+{
+  rmx_shm_layout_t lay;
+  return cbs_ok(cbs) && !(cfg && cfg->ring_size && rmx__shm_layout(cfg->ring_size, &lay) != 0);
+}
+
+int rmx__shm_accept_fd(int lfd, int *fd)
+{
+  int s;
+  do
+    s = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  while (s < 0 && errno == EINTR);
+  if (s < 0)
+    return errno == EWOULDBLOCK || errno == ECONNABORTED ? RMX_EAGAIN : sys_err(errno);
+  *fd = s;
+  return 0;
+}
+
 int rmx__shm_chan_accept(rmx_shm_chan_t *ch, rmx_shm_listener_t *l,
                          const rmx_shm_chan_cfg_t *cfg, const rmx_shm_chan_cbs_t *cbs)
 {
-  rmx_shm_layout_t lay;
-  if (!cbs_ok(cbs) || (cfg && cfg->ring_size && rmx__shm_layout(cfg->ring_size, &lay) != 0))
+  int fd, rc;
+  if (!accept_cfg_ok(cfg, cbs))
     return RMX_EINVAL;
-  int fd;
-  do
-    fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0)
-    return errno == EWOULDBLOCK || errno == ECONNABORTED ? RMX_EAGAIN : sys_err(errno);
+  if ((rc = rmx__shm_accept_fd(l->fd, &fd)) != 0)
+    return rc;
   rmx__shm_chan_start(ch, l->loop, fd, cfg, cbs);
   strcpy(ch->name, l->name);
+  send_hello(ch);
+  return 0;
+}
+
+int rmx__shm_chan_accept_fd(rmx_shm_chan_t *ch, uv_loop_t *loop, int fd, const char *name,
+                            const rmx_shm_chan_cfg_t *cfg, const rmx_shm_chan_cbs_t *cbs)
+{
+  if (!accept_cfg_ok(cfg, cbs) || strlen(name) > RMX_SHM_NAME_MAX)
+    return RMX_EINVAL;
+  rmx__shm_chan_start(ch, loop, fd, cfg, cbs);
+  strcpy(ch->name, name);
   send_hello(ch);
   return 0;
 }

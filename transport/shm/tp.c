@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../../src/base/uri.h"
@@ -148,52 +149,162 @@ static int may_take(const rmx_tp_listener_t *l)
   return !l->paused && l->npending < l->tp->env->cfg->max_handshakes;
 }
 
-/* Peers wait in the socket's backlog while the listener may take none. */
+/* A peer waiting on l: from its socket (shl), or the one a group's gate
+ * fed it (fd >= 0, whose listener's name the socket says). 0, or
+ * RMX_EAGAIN when none waits (logged if it is an error). */
+static int take(rmx_tp_listener_t *l, int fd)
+{
+  rmx_tp_t *tp = l->tp;
+  rmx_tp_conn_t *tc = rmx__tcp_conn_new(tp, 1);
+  shm_pipe_t *p = tc ? rmx__shm_pipe_new(tc) : NULL;
+  rmx_shm_chan_cfg_t cfg;
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  char name[RMX_SHM_NAME_MAX + 1] = "@?";
+  int rc = RMX_ENOMEM;
+  if (p) {
+    rmx__shm_pipe_cfg(tc, &cfg);
+    if (fd < 0) {
+      rc = rmx__shm_chan_accept(&p->ch, l->shl, &cfg, &rmx__shm_pipe_cbs);
+    } else {
+      if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        rmx__shm_sa_name((struct sockaddr *)&ss, name);
+      rc = rmx__shm_chan_accept_fd(&p->ch, tp->loop, fd, name, &cfg, &rmx__shm_pipe_cbs);
+    }
+  }
+  if (rc) {
+    if (tc)
+      rmx__tcp_conn_close(tc);
+    if (fd >= 0)
+      close(fd);
+    if (rc != RMX_EAGAIN)
+      RMX_TP_LOG_LIMITED(tp->env, &tp->rl_accept, uv_now(tp->loop), ERROR,
+                         "shm: cannot accept on %s: %s", l->shl ? l->shl->name : name,
+                         rmx_strerror(rc));
+    return RMX_EAGAIN;
+  }
+  rmx__shm_pipe_started(tc);
+  tc->state = TC_WAIT_HELLO;
+  tc->lst = l;
+  l->npending++;
+  rmx_list_push(&l->pending, &tc->lst_link);
+  return 0;
+}
+
+/* Peers wait in the socket's backlog while the listener may take none; a
+ * group member's listener takes what it was fed. */
 static void listener_kick(rmx_tp_listener_t *l)
 {
+  while (l->member && l->nfed && may_take(l)) {
+    tcp_raw_t *r = rmx_container_of(rmx__tcp_unfeed(l), tcp_raw_t, raw);
+    int fd = r->fd;
+    free(r);
+    take(l, fd);
+  }
   int want = may_take(l);
-  if (want != l->polling && rmx__shm_listener_pause(l->shl, !want) == 0)
+  if (!l->member && want != l->polling && rmx__shm_listener_pause(l->shl, !want) == 0)
     l->polling = (uint8_t)want;
 }
 
 static void incoming(rmx_shm_listener_t *shl)
 {
   rmx_tp_listener_t *l = shl->data;
-  rmx_tp_t *tp = l->tp;
-  while (may_take(l)) {
-    rmx_tp_conn_t *tc = rmx__tcp_conn_new(tp, 1);
-    shm_pipe_t *p = tc ? rmx__shm_pipe_new(tc) : NULL;
-    rmx_shm_chan_cfg_t cfg;
-    int rc = RMX_ENOMEM;
-    if (p) {
-      rmx__shm_pipe_cfg(tc, &cfg);
-      rc = rmx__shm_chan_accept(&p->ch, shl, &cfg, &rmx__shm_pipe_cbs);
-    }
-    if (rc) {
-      if (tc)
-        rmx__tcp_conn_close(tc);
-      if (rc != RMX_EAGAIN)
-        RMX_TP_LOG_LIMITED(tp->env, &tp->rl_accept, uv_now(tp->loop), ERROR,
-                           "shm: cannot accept on %s: %s", shl->name, rmx_strerror(rc));
-      break;
-    }
-    rmx__shm_pipe_started(tc);
-    tc->state = TC_WAIT_HELLO;
-    tc->lst = l;
-    l->npending++;
-    rmx_list_push(&l->pending, &tc->lst_link);
-  }
+  while (may_take(l) && take(l, -1) == 0)
+    ;
   listener_kick(l);
+}
+
+/* ---- listener groups: the gate is a Unix socket no loop owns ---- */
+
+typedef struct shm_gate {
+  int fd;
+  char name[RMX_SHM_NAME_MAX + 1];
+} shm_gate_t;
+
+static shm_gate_t *gate_of(rmx_tp_gate_t *g) { return (shm_gate_t *)(void *)g; }
+
+static int shm_gate_open(const struct sockaddr *sa, rmx_tp_gate_t **out, int *fd)
+{
+  shm_gate_t *g = malloc(sizeof(*g));
+  if (!g)
+    return RMX_ENOMEM;
+  int rc = rmx__shm_sa_name(sa, g->name);
+  if (rc == 0)
+    rc = rmx__shm_listen_fd(g->name, &g->fd);
+  if (rc) {
+    free(g);
+    return rc;
+  }
+  *fd = g->fd;
+  *out = (rmx_tp_gate_t *)(void *)g;
+  return 0;
+}
+
+static int shm_gate_addr(rmx_tp_gate_t *g, struct sockaddr_storage *ss)
+{
+  return rmx__uri_unix(gate_of(g)->name, ss);
+}
+
+static int shm_gate_take(rmx_tp_gate_t *g, rmx_tp_raw_t **raw)
+{
+  tcp_raw_t *r = malloc(sizeof(*r));
+  if (!r)
+    return RMX_ENOMEM;
+  int rc = rmx__shm_accept_fd(gate_of(g)->fd, &r->fd);
+  if (rc) {
+    free(r);
+    return rc;
+  }
+  *raw = &r->raw;
+  return 0;
+}
+
+static int shm_gate_give(rmx_tp_gate_t *g, rmx_tp_raw_t *raw, rmx_tp_t *tp)
+{
+  (void)g, (void)raw, (void)tp; /* a descriptor: any loop may start its channel */
+  return 0;
+}
+
+static void shm_gate_close(rmx_tp_gate_t *g)
+{
+  rmx__shm_unlisten_fd(gate_of(g)->name, gate_of(g)->fd);
+  free(g);
+}
+
+static void member_closed(uv_handle_t *h)
+{
+  rmx_tp_listener_t *l = h->data;
+  rmx_tp_t *tp = l->tp;
+  free(l);
+  rmx__tcp_unlive(tp);
 }
 
 static int shm_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
                       rmx_tp_listener_t **out)
 {
   char name[RMX_SHM_NAME_MAX + 1];
-  if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
+  if (!sa) { /* a group member's: peers come from the gate (shm_feed) */
+    rmx_tp_listener_t *l = calloc(1, sizeof(*l));
+    if (!l)
+      return RMX_ENOMEM;
+    l->tp = tp;
+    l->owner = owner;
+    l->member = 1;
+    l->kick = listener_kick;
+    rmx_list_init(&l->pending);
+    rmx_list_init(&l->fed);
+    uv_timer_init(tp->loop, &l->retry); /* unused: the handle its close waits for */
+    l->retry.data = l;
+    l->handles = 1;
+    tp->live++;
+    rmx_list_push(&tp->listeners, &l->tp_link);
+    *out = l;
+    return 0;
+  }
+  if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)
     alias_name(sa, name); /* the alias of a listener at that address */
-  else if (!sa || rmx__shm_sa_name(sa, name) != 0)
-    return RMX_EINVAL; /* no groups over shm: a member's listener has no address */
+  else if (rmx__shm_sa_name(sa, name) != 0)
+    return RMX_EINVAL;
   rmx_tp_listener_t *l = calloc(1, sizeof(*l));
   rmx_shm_listener_t *shl = calloc(1, sizeof(*shl));
   if (!l || !shl) {
@@ -227,7 +338,7 @@ static int shm_listen(rmx_tp_t *tp, const struct sockaddr *sa, void *owner,
 
 static int shm_listen_addr(rmx_tp_listener_t *l, struct sockaddr_storage *ss)
 {
-  return rmx__uri_unix(l->shl->name, ss);
+  return l->shl ? rmx__uri_unix(l->shl->name, ss) : RMX_ENOTSUP; /* a member: the gate's */
 }
 
 static void shm_listen_close(rmx_tp_listener_t *l)
@@ -237,7 +348,13 @@ static void shm_listen_close(rmx_tp_listener_t *l)
   rmx_list_del(&l->tp_link);
   while ((n = l->pending.next) != &l->pending)
     rmx__tcp_conn_close(rmx_container_of(n, rmx_tp_conn_t, lst_link));
-  rmx__shm_listener_close(l->shl, lst_closed);
+  rmx_tp_raw_t *r;
+  while ((r = rmx__tcp_unfeed(l)) != NULL)
+    rmx__tcp_gate_drop(r);
+  if (l->member)
+    uv_close((uv_handle_t *)&l->retry, member_closed);
+  else
+    rmx__shm_listener_close(l->shl, lst_closed);
 }
 
 static void shm_listen_pause(rmx_tp_listener_t *l, int pause)
@@ -385,6 +502,14 @@ const rmx_tp_ops_t rmx__shm_ops = {
   .listen_close = shm_listen_close,
   .listen_pause = shm_listen_pause,
   .connect = shm_connect,
+  .gate_open = shm_gate_open,
+  .gate_addr = shm_gate_addr,
+  .gate_take = shm_gate_take,
+  .gate_give = shm_gate_give,
+  .gate_drop = rmx__tcp_gate_drop, /* a descriptor either way */
+  .gate_close = shm_gate_close,
+  .feed = rmx__tcp_feed,
+  .unfeed = rmx__tcp_unfeed,
   RMX_TCP_STREAM_OPS,
   .spin = shm_spin,
   .poll = shm_poll,

@@ -178,12 +178,13 @@ static void tcp_listen_pause(rmx_tp_listener_t *l, int pause)
 
 /* A group member's listener: peers come from the gate (gate.c), and wait
  * here as they would in the backlog, TCP_FED_MAX at most. */
-static void tcp_feed(rmx_tp_listener_t *l, rmx_tp_raw_t *raw)
+void rmx__tcp_feed(rmx_tp_listener_t *l, rmx_tp_raw_t *raw)
 {
   tcp_raw_t *r = rmx_container_of(raw, tcp_raw_t, raw);
   if (l->nfed >= TCP_FED_MAX) {
     RMX_TP_LOG_LIMITED(l->tp->env, &l->tp->rl_handshakes, uv_now(l->tp->loop), WARN,
-                       "tcp: dropping a peer of the group: %u already wait here", l->nfed);
+                       "%s: dropping a peer of the group: %u already wait here", l->tp->name,
+                       l->nfed);
     rmx__tcp_gate_drop(raw);
     return;
   }
@@ -192,7 +193,7 @@ static void tcp_feed(rmx_tp_listener_t *l, rmx_tp_raw_t *raw)
   listener_kick(l);
 }
 
-static rmx_tp_raw_t *tcp_unfeed(rmx_tp_listener_t *l)
+rmx_tp_raw_t *rmx__tcp_unfeed(rmx_tp_listener_t *l)
 {
   rmx_list_t *n = rmx_list_pop(&l->fed);
   if (!n)
@@ -282,7 +283,7 @@ static void tcp_listen_close(rmx_tp_listener_t *l)
   while ((n = l->pending.next) != &l->pending)
     rmx__tcp_conn_close(rmx_container_of(n, rmx_tp_conn_t, lst_link));
   rmx_tp_raw_t *r;
-  while ((r = tcp_unfeed(l)) != NULL)
+  while ((r = rmx__tcp_unfeed(l)) != NULL)
     rmx__tcp_gate_drop(r);
   if (l->member) {
     uv_close((uv_handle_t *)&l->retry, listener_closed);
@@ -467,8 +468,8 @@ const rmx_tp_ops_t rmx__tcp_ops = {
   .gate_give = rmx__tcp_gate_give,
   .gate_drop = rmx__tcp_gate_drop,
   .gate_close = rmx__tcp_gate_close,
-  .feed = tcp_feed,
-  .unfeed = tcp_unfeed,
+  .feed = rmx__tcp_feed,
+  .unfeed = rmx__tcp_unfeed,
   .connect = rmx__tcp_connect,
   RMX_TCP_STREAM_OPS,
   .spin = rmx__tcp_spin,

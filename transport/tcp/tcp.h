@@ -254,6 +254,10 @@ int rmx__tcp_gate_take(rmx_tp_gate_t *g, rmx_tp_raw_t **raw);
 int rmx__tcp_gate_give(rmx_tp_gate_t *g, rmx_tp_raw_t *raw, rmx_tp_t *tp);
 void rmx__tcp_gate_drop(rmx_tp_raw_t *raw);
 void rmx__tcp_gate_close(rmx_tp_gate_t *g);
+/* tcp.c: a group member's listener takes a peer of the gate (tcp_raw_t,
+ * shm:// too), and gives back one it did not take. */
+void rmx__tcp_feed(rmx_tp_listener_t *l, rmx_tp_raw_t *raw);
+rmx_tp_raw_t *rmx__tcp_unfeed(rmx_tp_listener_t *l);
 
 struct rmx_tp_conn {
   uv_tcp_t h;           /* the socket pipe's */
