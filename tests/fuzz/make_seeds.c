@@ -564,6 +564,24 @@ static void shm_seeds(void)
   seed("fuzz_shm", "ring-lapped", b.p, b.n);
 }
 
+/* fuzz_tcp_hdr: state (tc_state_t: 2 waiting for the hello, 3 up), frame
+ * limit, header: a message when up, a hello before, a read response of
+ * the largest chunk (12 + 256 KiB). */
+static void tcp_hdr_seeds(void)
+{
+  static const struct { const char *name; uint8_t state, kind; uint32_t blen; } s[] = {
+    {"data", 3, TF_FRAME + 1, 100},
+    {"hello", 2, TF_HELLO, 32},
+    {"rd-resp", 3, TF_RD_RESP, 12 + (256u << 10)},
+  };
+  for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+    buf_t b = {.n = 0};
+    put8(&b, s[i].state), put32(&b, 8192 - RMX_EAGER_MIN);
+    put32(&b, s[i].blen), put8(&b, s[i].kind), put8(&b, 0), put16(&b, 0);
+    seed("fuzz_tcp_hdr", s[i].name, b.p, b.n);
+  }
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
@@ -587,6 +605,7 @@ int main(int argc, char **argv)
   sessions();
   programs();
   shm_seeds();
+  tcp_hdr_seeds();
   uv_run(rmx_ctx_loop(ctx), UV_RUN_NOWAIT);
   rmx_ctx_destroy(ctx);
   return 0;

@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The attacker (shm_hostile.h). Each round it connects to the victim
+ * through the library, so that the victim makes a segment and passes it,
+ * then finds that segment in its own process (/proc/self/maps names it
+ * memfd:rmx-shm) and maps it a second time, outside the library, through
+ * /proc/self/map_files (where the kernel refuses that, it writes through
+ * the library's mapping instead, from outside the library's code all the
+ * same). With traffic of its own running, it writes into the segment what
+ * the round's kind says (sh_kind_t): indices, flags, the header, ring
+ * data, frames published as the producer would. It rings every doorbell
+ * it holds so that the victim looks at once.
+ *
+ * Kinds that need the stream at rest first (a frame placed where the
+ * victim's parser expects the next one, an index compared with what the
+ * victim saw) stop posting, wait until nothing is outstanding and both
+ * rings are empty, and from then on do not turn the library's loop, so
+ * that nothing of the library's own writes over the corruption. A round
+ * that cannot get there says "noquiet", and the driver then asks nothing
+ * particular of the victim for it.
+ *
+ * Lines in:  "round R KIND", "cont", "quit".
+ * Lines out: "hit R own=OWN ended=E NOTE" (the corruption is in place,
+ *            in our own mapping or the library's; E 1 when the victim hung
+ *            up on us meanwhile; we are frozen until "cont"),
+ *            "done R END DONE BAD NOTE" (END: the
+ *            status its own connection ended with, "closed" when it closed
+ *            it itself), "fail WHY".
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "shm_hostile.h"
+
+#define QUIET_MS 20000 /* generous bounds on waits for the victim */
+#define RESP_MS 20000
+
+static struct {
+  rmx_ctx_t *ctx;
+  rmx_conn_t *c;
+  sh_traffic_t t;
+  sh_lines_t in;
+  uint64_t seed;
+  char uri[160];
+  int connected, conn_status, ended, end_status, closed;
+  /* the segment */
+  uint8_t *base;
+  size_t size;
+  uint32_t ring;
+  int own;           /* our own mapping, else the library's */
+  uintptr_t lib_lo;  /* the library's mapping */
+  int sock;          /* the connection's Unix socket (the library's: only polled) */
+  uint8_t big[SH_REGION];
+  char note[160];
+} A;
+
+/* ---- the library's side ---- */
+
+static void on_disconnect(rmx_conn_t *c, int status, void *arg)
+{
+  (void)c;
+  (void)arg;
+  if (!A.ended)
+    A.end_status = status;
+  A.ended = 1;
+}
+
+static void on_connected(rmx_conn_t *c, int status, void *arg)
+{
+  (void)arg;
+  A.connected = 1;
+  A.conn_status = status;
+  if (status == 0) {
+    rmx_conn_cbs_t cbs = {.on_recv = sh_traffic_recv, .on_disconnect = on_disconnect};
+    rmx_conn_set_cbs(c, &cbs, &A.t);
+  }
+}
+
+static void on_closed(rmx_conn_t *c, void *arg)
+{
+  (void)c;
+  (void)arg;
+  A.closed = 1;
+}
+
+static void big_done(rmx_conn_t *c, int status, void *arg)
+{
+  (void)c;
+  (void)status;
+  (void)arg;
+}
+
+/* Turn the loop (traffic posted) until cond() or ms pass; 1 if cond(). */
+static int turn_until(int (*cond)(void), uint64_t ms)
+{
+  uint64_t end = sh_now_ms() + ms;
+  while (!cond() && sh_now_ms() < end) {
+    sh_turn(A.ctx, NULL, 5);
+    sh_traffic_pump(&A.t);
+  }
+  return cond();
+}
+
+static uint64_t hdr_before; /* K_HDR: operations done before the header was written */
+static int is_connected(void) { return A.connected; }
+static int is_closed(void) { return A.closed; }
+static int has_traffic(void) { return A.ended || (A.t.rk && A.t.done >= 4); }
+static int hdr_settled(void)
+{
+  return A.ended || A.t.bad || A.t.failed || A.t.done >= hdr_before + 64;
+}
+
+/* ---- the segment, from outside ---- */
+
+static int seg_find(void)
+{
+  FILE *f = fopen("/proc/self/maps", "re");
+  char line[512];
+  unsigned long lo = 0, hi = 0;
+  int n = 0;
+  if (!f)
+    return -1;
+  while (fgets(line, sizeof(line), f))
+    if (strstr(line, "memfd:rmx-shm") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+      n++;
+  fclose(f);
+  if (n != 1) {
+    sh_say("fail the attacker sees %d segments mapped, not 1", n);
+    exit(1);
+  }
+  char path[128];
+  snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", lo, hi);
+  A.size = hi - lo;
+  A.lib_lo = lo;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  A.own = 0;
+  A.base = (uint8_t *)lo;
+  if (fd >= 0) {
+    void *p = mmap(NULL, A.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p != MAP_FAILED) {
+      A.base = p;
+      A.own = 1;
+    }
+  }
+  uint32_t magic, ring, size;
+  memcpy(&magic, A.base, 4);
+  memcpy(&ring, A.base + 8, 4);
+  memcpy(&size, A.base + 12, 4);
+  if (magic != SEG_MAGIC || ring < 4096 || (ring & (ring - 1)) != 0 || size != A.size ||
+      ((512u + 2 * ring + 4095) & ~4095u) != size) {
+    sh_say("fail the segment is not as docs/protocol.md says (ring %u, size %u of %zu)", ring,
+           size, A.size);
+    exit(1);
+  }
+  A.ring = ring;
+  return 0;
+}
+
+/* Our writes go through the library's mapping only while it has one. */
+static int seg_alive(void)
+{
+  if (A.own)
+    return 1;
+  FILE *f = fopen("/proc/self/maps", "re");
+  char line[512];
+  unsigned long lo;
+  int alive = 0;
+  while (f && !alive && fgets(line, sizeof(line), f))
+    alive = strstr(line, "memfd:rmx-shm") && sscanf(line, "%lx-", &lo) == 1 && lo == A.lib_lo;
+  if (f)
+    fclose(f);
+  return alive;
+}
+
+static _Atomic uint32_t *word(int r, unsigned off)
+{
+  return (_Atomic uint32_t *)(void *)(A.base + SEG_CTRL(r) + off);
+}
+static uint32_t ld(int r, unsigned off)
+{
+  return atomic_load_explicit(word(r, off), memory_order_acquire);
+}
+static void st(int r, unsigned off, uint32_t v)
+{
+  atomic_store_explicit(word(r, off), v, memory_order_release);
+}
+static uint8_t *data(int r) { return A.base + SEG_DATA(r, A.ring); }
+static int ring_empty(int r) { return ld(r, CTRL_HEAD) == ld(r, CTRL_TAIL); }
+
+/* Write 1 into every eventfd we hold: the doorbells (and libuv's own,
+ * which only wakes our loop). Looked up each time: only what is open now. */
+static void ring_bells(void)
+{
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) {
+    char path[300], link[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+    ssize_t n = readlink(path, link, sizeof(link) - 1);
+    if (n <= 0)
+      continue;
+    link[n] = '\0';
+    if (strcmp(link, "anon_inode:[eventfd]") == 0) {
+      uint64_t one = 1;
+      if (write(atoi(e->d_name), &one, sizeof(one)) < 0) {
+        /* a full counter: rung already */
+      }
+    }
+  }
+  if (d)
+    closedir(d);
+}
+
+/* Publish n bytes into ring 1 as its producer would: at the head, then the
+ * head moved on. */
+static void publish(const uint8_t *b, size_t n)
+{
+  uint32_t h = ld(1, CTRL_HEAD);
+  for (size_t i = 0; i < n; i++)
+    data(1)[(h + i) & (A.ring - 1)] = b[i];
+  st(1, CTRL_HEAD, h + (uint32_t)n);
+  ring_bells();
+}
+
+static void frame_hdr(uint8_t *p, uint32_t blen, uint8_t kind, uint8_t flags, uint16_t rsv)
+{
+  memcpy(p, &blen, 4);
+  p[4] = kind;
+  p[5] = flags;
+  memcpy(p + 6, &rsv, 2);
+}
+
+/* Stop, let everything outstanding finish and both rings drain; from the
+ * return on the library's loop is not turned. 1 when at rest. */
+static int quiesce(void)
+{
+  int stable = 0;
+  uint64_t end = sh_now_ms() + QUIET_MS;
+  A.t.posting = 0;
+  while (!A.ended && sh_now_ms() < end) {
+    sh_turn(A.ctx, NULL, 5);
+    if (sh_traffic_idle(&A.t) && ring_empty(0) && ring_empty(1))
+      stable++;
+    else
+      stable = 0;
+    if (stable == 3)
+      return ring_empty(1); /* the last turn may have written: look again */
+  }
+  return 0;
+}
+
+/* Wait (frozen) for the victim's response of kind to request id in ring 0,
+ * read from past what our library consumed. Its status, or 1: none came. */
+static int response(uint8_t kind, uint64_t id)
+{
+  uint64_t end = sh_now_ms() + RESP_MS;
+  uint32_t pos = ld(0, CTRL_TAIL);
+  while (sh_now_ms() < end) {
+    uint32_t h = ld(0, CTRL_HEAD);
+    if (h - pos > A.ring) /* the victim broke its own ring? */
+      return 1;
+    uint8_t f[TFH + 12];
+    if (h - pos >= TFH) {
+      for (unsigned i = 0; i < sizeof(f) && i < h - pos; i++)
+        f[i] = data(0)[(pos + i) & (A.ring - 1)];
+      uint32_t blen;
+      memcpy(&blen, f, 4);
+      if (f[4] == kind && blen >= 12 && h - pos >= sizeof(f)) {
+        uint64_t got;
+        int32_t status;
+        memcpy(&got, f + TFH, 8);
+        memcpy(&status, f + TFH + 8, 4);
+        if (got == id)
+          return status;
+      }
+      if ((uint64_t)(h - pos) >= (uint64_t)TFH + blen) {
+        pos += TFH + blen;
+        continue;
+      }
+    }
+    usleep(100);
+  }
+  return 1;
+}
+
+/* The victim's region for our connection and its key, from the blob it
+ * sent (docs/protocol.md, "Remote keys"): address at 8, first key at 32. */
+static void region_of(uint64_t *addr, uint64_t *key)
+{
+  memcpy(addr, A.t.key + 8, 8);
+  memcpy(key, A.t.key + 32, 8);
+}
+
+/* The sockets open in this process, by fd. */
+static int sockets(int *fds, int max)
+{
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  int n = 0;
+  while (d && (e = readdir(d)) != NULL && n < max) {
+    char path[300], link[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+    ssize_t k = readlink(path, link, sizeof(link) - 1);
+    if (k > 0 && strncmp(link, "socket:", 7) == 0)
+      fds[n++] = atoi(e->d_name);
+  }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+/* Has the victim shut the connection's socket (its end of the connection)
+ * within ms? Polled only: the library, frozen, reads nothing from it. */
+static int hung_up(int ms)
+{
+  struct pollfd p = {.fd = A.sock, .events = POLLRDHUP};
+  return poll(&p, 1, ms) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
+/* ---- the attacks ---- */
+
+static uint32_t some_value(uint32_t cur)
+{
+  uint32_t r = (uint32_t)sh_rand(&A.seed);
+  switch (sh_rand(&A.seed) % 10) {
+  case 0: return cur + 1;
+  case 1: return cur - 1;
+  case 2: return cur + A.ring;
+  case 3: return cur + A.ring + 1;
+  case 4: return cur + 0x80000000u;
+  case 5: return 0;
+  case 6: return 0xffffffffu;
+  case 7: return cur + r % A.ring; /* forward, within a ring: valid-looking */
+  case 8: return cur - r % A.ring;
+  default: return r;
+  }
+}
+
+/* One write somewhere: idx only the four indices, else any word or bytes. */
+static void scribble(int idx)
+{
+  static const unsigned ctl[] = {CTRL_HEAD, CTRL_TAIL, CTRL_RD_ARMED, CTRL_WR_ARMED};
+  int r = (int)(sh_rand(&A.seed) & 1);
+  uint64_t what = sh_rand(&A.seed) % (idx ? 2 : 8);
+  if (what < 4) {
+    unsigned off = ctl[what];
+    st(r, off, some_value(ld(r, off)));
+  } else if (what == 4) { /* the header */
+    unsigned off = 4 * (unsigned)(sh_rand(&A.seed) % (SEG_HDR / 4));
+    uint32_t v = (uint32_t)sh_rand(&A.seed);
+    memcpy(A.base + off, &v, 4);
+  } else if (what == 5) { /* a frame header in a ring's data, often in bytes in flight */
+    uint8_t h[TFH];
+    uint32_t at = (uint32_t)sh_rand(&A.seed), t = ld(r, CTRL_TAIL), fly = ld(r, CTRL_HEAD) - t;
+    if (fly > 0 && fly <= A.ring && (at & 1))
+      at = t + at % fly;
+    frame_hdr(h, some_value(64), (uint8_t)sh_rand(&A.seed), 0, 0);
+    for (unsigned i = 0; i < TFH; i++)
+      data(r)[(at + i) & (A.ring - 1)] = h[i];
+  } else { /* random bytes, likewise */
+    uint32_t at = (uint32_t)sh_rand(&A.seed), n = 1 + (uint32_t)(sh_rand(&A.seed) % 64);
+    uint32_t t = ld(r, CTRL_TAIL), fly = ld(r, CTRL_HEAD) - t;
+    if (fly > 0 && fly <= A.ring && (at & 1))
+      at = t + at % fly;
+    for (uint32_t i = 0; i < n; i++)
+      data(r)[(at + i) & (A.ring - 1)] = (uint8_t)sh_rand(&A.seed);
+  }
+  if (sh_rand(&A.seed) % 3 == 0)
+    ring_bells();
+}
+
+/* Under load: turns of traffic and writes at random moments between them. */
+static void race(int idx)
+{
+  int n = 20 + (int)(sh_rand(&A.seed) % 200), made = 0;
+  A.t.posting = 1;
+  for (int i = 0; i < n && !A.ended && seg_alive(); i++) {
+    int turns = (int)(sh_rand(&A.seed) % 8);
+    for (int k = 0; k < turns; k++) {
+      sh_turn(A.ctx, NULL, 2);
+      sh_traffic_pump(&A.t);
+    }
+    if (A.ended || !seg_alive())
+      break;
+    for (int k = 1 + (int)(sh_rand(&A.seed) % 3); k > 0; k--, made++)
+      scribble(idx);
+  }
+  snprintf(A.note, sizeof(A.note), "writes=%d", made);
+}
+
+/* At the victim's tail, not published: a write request past our region
+ * whose data runs 4 GiB, which the victim would refuse and then read off
+ * and discard however far it went. A victim that read past a head out of
+ * range would find nothing there to end the connection for (and keep
+ * waiting for the rest of the data), so the round's RMX_EPROTO can only
+ * come from the check of the head itself. It overwrites only bytes the
+ * victim consumed already (the ring is at rest). */
+static void sink_filler(uint32_t tail)
+{
+  uint8_t f[TFH + 40] = {0};
+  uint64_t addr, key, id = 1, len = 0xffffffffu - 40;
+  region_of(&addr, &key);
+  addr += SH_REGION;
+  frame_hdr(f, 0xffffffffu, TK_WR_REQ, 0, 0);
+  memcpy(f + TFH, &id, 8);
+  memcpy(f + TFH + 8, &addr, 8);
+  memcpy(f + TFH + 16, &len, 8);
+  memcpy(f + TFH + 24, &key, 8);
+  for (uint32_t i = 0; i < sizeof(f); i++)
+    data(1)[(tail + i) & (A.ring - 1)] = f[i];
+}
+
+/* Ring 0 full of what the victim sends (a read of our whole region), the
+ * victim waiting for room, then its tail changed. 1 when it got full. */
+static int ring0_full(void)
+{
+  rmx_iov_t v = {.addr = A.big, .len = sizeof(A.big)};
+  if (rmx_read(A.c, &v, 1, A.t.rk, 0, big_done, NULL) != 0)
+    return 0;
+  rmx_ctx_flush(A.ctx);
+  uint64_t end = sh_now_ms() + QUIET_MS;
+  while (sh_now_ms() < end) {
+    if (ld(0, CTRL_HEAD) - ld(0, CTRL_TAIL) == A.ring)
+      return 1;
+    usleep(200);
+  }
+  return 0;
+}
+
+static void frame_attack(sh_kind_t k)
+{
+  uint8_t f[TFH + 256];
+  uint64_t addr, key, id = 0x5348484f53544cull + sh_rand(&A.seed) % 1000; /* ours alone */
+  size_t n = TFH;
+  memset(f, 0, sizeof(f));
+  region_of(&addr, &key);
+  switch (k) {
+  case F_LEN_MAX: frame_hdr(f, 0xffffffffu, TK_FRAME + 1, 0, 0); break;
+  case F_LEN_RING: frame_hdr(f, A.ring + 1, TK_FRAME + 1, 0, 0); break;
+  case F_LEN_LIMIT: frame_hdr(f, SH_EAGER - TFH + 1, TK_FRAME + 1, 0, 0); break;
+  case F_LEN_SMALL: {
+    uint32_t one = sh_rand(&A.seed) & 1;
+    frame_hdr(f, one, TK_FRAME + 1, 0, 0);
+    n += one;
+    break;
+  }
+  case F_PARTIAL:
+  case K_DIE:
+    frame_hdr(f, 100, TK_FRAME + 1, 0, 1);
+    n += 10; /* of 100 */
+    break;
+  case F_KIND: {
+    static const uint8_t kinds[] = {0, 4, 11, 12, 13, 14, 15};
+    frame_hdr(f, (uint32_t)(sh_rand(&A.seed) % 64), kinds[sh_rand(&A.seed) % sizeof(kinds)], 0,
+              0);
+    break;
+  }
+  case F_RESERVED:
+    frame_hdr(f, 12, TK_WR_RESP, (uint8_t)(1 + sh_rand(&A.seed) % 255),
+              (uint16_t)sh_rand(&A.seed));
+    n += 12;
+    break;
+  case F_HELLO:
+    frame_hdr(f, 32, TK_HELLO, 0, 0);
+    n += 32;
+    break;
+  case F_RD_OOB:
+  case F_RD_WRAP: {
+    uint64_t len = 64, at = addr + SH_REGION - 8;
+    if (k == F_RD_WRAP) {
+      int whole = sh_rand(&A.seed) & 1;
+      at = whole ? addr : UINT64_MAX - 15;
+      len = whole ? UINT64_MAX : 64;
+    }
+    frame_hdr(f, 32, TK_RD_REQ, 0, 0);
+    memcpy(f + TFH, &id, 8);
+    memcpy(f + TFH + 8, &at, 8);
+    memcpy(f + TFH + 16, &len, 8);
+    memcpy(f + TFH + 24, &key, 8);
+    n += 32;
+    break;
+  }
+  case F_WR_OOB: {
+    uint64_t len = 64, at = addr + SH_REGION - 16;
+    frame_hdr(f, 40 + 64, TK_WR_REQ, 0, 0);
+    memcpy(f + TFH, &id, 8);
+    memcpy(f + TFH + 8, &at, 8);
+    memcpy(f + TFH + 16, &len, 8);
+    memcpy(f + TFH + 24, &key, 8);
+    memset(f + TFH + 40, 0xee, 64); /* flags and immediate 0, then the data */
+    n += 40 + 64;
+    break;
+  }
+  default: /* F_GARBAGE */
+    n = 1 + sh_rand(&A.seed) % sizeof(f);
+    for (size_t i = 0; i < n; i++)
+      f[i] = (uint8_t)sh_rand(&A.seed);
+    break;
+  }
+  publish(f, n);
+  if (k == F_RD_OOB || k == F_RD_WRAP || k == F_WR_OOB) {
+    int st = response(k == F_WR_OOB ? TK_WR_RESP : TK_RD_RESP, id);
+    snprintf(A.note, sizeof(A.note), "resp=%d", st);
+  }
+}
+
+static void attack(sh_kind_t k)
+{
+  uint32_t t, h;
+  strcpy(A.note, "-");
+  if (A.ended || !seg_alive()) { /* over before we began: nothing to write into */
+    strcpy(A.note, "noquiet");
+    return;
+  }
+  switch (k) {
+  case K_HEAD_PAST: case K_HEAD_BACK: case K_HEAD_HUGE: case K_HEAD_WRAP: case K_HEAD_CLAIM: {
+    if (!quiesce()) {
+      strcpy(A.note, "noquiet");
+      return;
+    }
+    t = ld(1, CTRL_TAIL);
+    h = ld(1, CTRL_HEAD);
+    if (k == K_HEAD_PAST || k == K_HEAD_BACK || k == K_HEAD_HUGE)
+      sink_filler(t);
+    uint32_t r = (uint32_t)sh_rand(&A.seed);
+    st(1, CTRL_HEAD, k == K_HEAD_PAST   ? t + A.ring + TFH * (1 + r % 64)
+                     : k == K_HEAD_BACK ? h - 1 - r % A.ring
+                     : k == K_HEAD_HUGE ? t + 0x80000000u + r % A.ring
+                     : k == K_HEAD_WRAP ? t + A.ring /* a whole ring of old bytes */
+                                        : t + 1 + r % (A.ring - 1));
+    ring_bells();
+    return;
+  }
+  case K_TAIL_PAST: case K_TAIL_BACK: case K_TAIL_CLAIM:
+    if (!quiesce() || !ring0_full()) {
+      strcpy(A.note, "noquiet");
+      return;
+    }
+    t = ld(0, CTRL_TAIL);
+    h = ld(0, CTRL_HEAD);
+    st(0, CTRL_TAIL, k == K_TAIL_PAST   ? h + 1 + (uint32_t)(sh_rand(&A.seed) % A.ring)
+                     : k == K_TAIL_BACK ? t - 1 - (uint32_t)(sh_rand(&A.seed) % A.ring)
+                                        : h);
+    ring_bells();
+    return;
+  case K_FLAGS:
+    A.t.posting = 1;
+    for (int i = 0; i < 40 && !A.ended && seg_alive(); i++) {
+      static const uint32_t vals[] = {0, 1, 0xffffffffu, 2};
+      st((int)(sh_rand(&A.seed) & 1), sh_rand(&A.seed) & 1 ? CTRL_RD_ARMED : CTRL_WR_ARMED,
+         vals[sh_rand(&A.seed) % 4]);
+      if (i % 4 == 0)
+        ring_bells();
+      sh_turn(A.ctx, NULL, 2);
+      sh_traffic_pump(&A.t);
+    }
+    return;
+  case K_HDR:
+    for (unsigned off = 0; off < SEG_HDR; off += 4) {
+      uint32_t v = (uint32_t)sh_rand(&A.seed);
+      memcpy(A.base + off, &v, 4);
+    }
+    ring_bells();
+    return;
+  case K_DATA0:
+    for (uint32_t i = 0; i < A.ring; i++)
+      data(0)[i] = (uint8_t)sh_rand(&A.seed);
+    ring_bells();
+    return;
+  case R_ANY: case R_IDX:
+    race(k == R_IDX);
+    return;
+  default: /* frames, and the stall the dying attacker leaves */
+    if (!quiesce()) {
+      strcpy(A.note, "noquiet");
+      return;
+    }
+    frame_attack(k);
+    return;
+  }
+}
+
+/* ---- rounds ---- */
+
+static void round_run(int r, sh_kind_t k)
+{
+  char line[64];
+  int before[64], after[64], nb, na;
+  A.connected = A.ended = A.closed = 0;
+  A.end_status = 0;
+  nb = sockets(before, 64);
+  if (rmx_connect(A.ctx, A.uri, on_connected, NULL, &A.c) != 0)
+    sh_die("attacker: rmx_connect refused");
+  sh_traffic_init(&A.t, A.ctx, A.c, A.seed ^ (uint64_t)r, 0);
+  if (!turn_until(is_connected, 60000) || A.conn_status != 0) {
+    sh_say("fail round %d: cannot connect: %s", r, rmx_strerror(A.conn_status));
+    exit(1);
+  }
+  na = sockets(after, 64);
+  A.sock = -1;
+  for (int i = 0; i < na; i++) {
+    int old = 0;
+    for (int j = 0; j < nb; j++)
+      old |= after[i] == before[j];
+    if (!old && A.sock >= 0)
+      sh_die("attacker: the connect opened more than one socket");
+    if (!old)
+      A.sock = after[i];
+  }
+  if (A.sock < 0)
+    sh_die("attacker: the connect opened no socket");
+  A.t.posting = 1;
+  if (!turn_until(has_traffic, 60000) || A.ended) {
+    sh_say("fail round %d: no traffic before the attack", r);
+    exit(1);
+  }
+  seg_find();
+  int warm = (int)(sh_rand(&A.seed) % 40);
+  for (int i = 0; i < warm && !A.ended; i++) {
+    sh_turn(A.ctx, NULL, 2);
+    sh_traffic_pump(&A.t);
+  }
+  attack(k);
+  /* a corruption the victim must refuse: it hangs up at once, while we
+   * are frozen (a victim that does not has missed it) */
+  int refused = sh_kind_refused(k) && !strstr(A.note, "noquiet");
+  sh_say("hit %d own=%d ended=%d %s", r, A.own, hung_up(refused ? QUIET_MS : 0), A.note);
+  if (!sh_lines_wait(&A.in, line, sizeof(line)) || strcmp(line, "cont") != 0)
+    sh_die("attacker: no 'cont' (%s)", A.in.eof ? "end of input" : line);
+  if (k == K_DIE)
+    _exit(0); /* the connection's socket and segment go with the process */
+  /* After: on with traffic a while (the header round must stay unharmed). */
+  hdr_before = A.t.done;
+  A.t.posting = A.t.bad == 0 && A.t.failed == 0;
+  if (k == K_HDR) {
+    int ok = turn_until(hdr_settled, 60000);
+    snprintf(A.note, sizeof(A.note), "clean=%d", ok && !A.ended && !A.t.bad && !A.t.failed);
+  } else {
+    for (int i = 0; i < 100 && !A.ended; i++) {
+      sh_turn(A.ctx, NULL, 5);
+      sh_traffic_pump(&A.t);
+    }
+  }
+  A.t.posting = 0;
+  int ended = A.ended, status = A.end_status;
+  if (rmx_conn_close(A.c, on_closed, NULL) != 0)
+    sh_die("attacker: rmx_conn_close refused");
+  if (!turn_until(is_closed, 60000)) {
+    sh_say("fail round %d: the attacker's own close does not finish", r);
+    exit(1);
+  }
+  if (A.own)
+    munmap(A.base, A.size);
+  A.base = NULL;
+  char end[16];
+  if (ended)
+    snprintf(end, sizeof(end), "%d", status);
+  else
+    strcpy(end, "closed");
+  sh_say("done %d %s %llu %llu %s", r, end, (unsigned long long)A.t.done,
+         (unsigned long long)(A.t.bad + A.t.failed), A.note);
+  sh_traffic_fini(&A.t);
+}
+
+int sh_attacker_main(const char *name, uint64_t seed)
+{
+  rmx_config_t cfg;
+  char line[128];
+  A.in.fd = 0;
+  A.seed = seed;
+  snprintf(A.uri, sizeof(A.uri), "shm://%s", name);
+  fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+  rmx_config_init(&cfg);
+  cfg.close_timeout_ms = 300; /* a spoiled connection's close need not wait */
+  int rc = rmx_ctx_create(&A.ctx, NULL, &cfg);
+  if (rc != 0)
+    sh_die("attacker: rmx_ctx_create: %s", rmx_strerror(rc));
+  while (sh_lines_wait(&A.in, line, sizeof(line))) {
+    int r;
+    char kname[32];
+    if (strcmp(line, "quit") == 0)
+      break;
+    if (sscanf(line, "round %d %31s", &r, kname) != 2)
+      sh_die("attacker: unknown command '%s'", line);
+    int k = 0;
+    while (k < SH_KINDS && strcmp(sh_kind_names[k], kname) != 0)
+      k++;
+    if (k == SH_KINDS)
+      sh_die("attacker: unknown kind '%s'", kname);
+    round_run(r, (sh_kind_t)k);
+  }
+  if (rmx_ctx_destroy(A.ctx) != 0)
+    sh_die("attacker: rmx_ctx_destroy refused");
+  return 0;
+}
