@@ -35,6 +35,10 @@ static int allowed(tc_state_t st, const uint8_t *h, size_t max_frame)
   case TF_WR_RESP: return st == TC_UP && blen == TF_RESP_SUB;
   case TF_AT_REQ: return st == TC_UP && blen == TF_ATREQ_LEN;
   case TF_AT_RESP: return st == TC_UP && blen == TF_ATRESP_LEN;
+  /* the direct requests' frames; whether the connection agreed to them is
+   * the target's to check, not the header's */
+  case TF_RD_DIR: return st == TC_UP && blen == TF_RDDIR_LEN;
+  case TF_WR_DIR: return st == TC_UP && blen == TF_WRDIR_LEN;
   default: return 0;
   }
 }

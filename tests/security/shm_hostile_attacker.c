@@ -680,6 +680,10 @@ int sh_attacker_main(const char *name, uint64_t seed)
   fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
   rmx_config_init(&cfg);
   cfg.close_timeout_ms = 300; /* a spoiled connection's close need not wait */
+  /* Every byte through the rings, so that a read of our region fills ring
+   * 0 (ring0_full), and direct requests (kinds 11, 12) are ones the victim
+   * never agreed to. */
+  cfg.shm_copy = 0;
   int rc = rmx_ctx_create(&A.ctx, NULL, &cfg);
   if (rc != 0)
     sh_die("attacker: rmx_ctx_create: %s", rmx_strerror(rc));

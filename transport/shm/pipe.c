@@ -309,9 +309,9 @@ static int pipe_waiting(rmx_tp_conn_t *tc, uint64_t *taken)
 static void pipe_open(rmx_tp_conn_t *tc) { tc->ch = NULL; }
 
 /* One copy for transfers of RMX_SHM_COPY_MIN and more, once agreed. */
-static size_t pipe_direct(rmx_tp_conn_t *tc)
+static size_t pipe_direct(rmx_tp_conn_t *tc, int sync)
 {
-  return tc->ch && rmx__shm_chan_direct(tc->ch, 0) ? RMX_SHM_COPY_MIN : 0;
+  return tc->ch && rmx__shm_chan_direct(tc->ch, sync) ? RMX_SHM_COPY_MIN : 0;
 }
 
 static int pipe_copy(rmx_tp_conn_t *tc, int to_peer, void *local, uint64_t remote, size_t len)

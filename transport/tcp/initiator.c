@@ -64,7 +64,7 @@ static int pend_post(rmx_tp_conn_t *tc, uint8_t kind, tf_req_t *r, const void *d
 /* Does a read or write of len bytes go by the pipe's one copy? */
 static int by_copy(rmx_tp_conn_t *tc, size_t len)
 {
-  size_t min = tc->tp->pipe->direct ? tc->tp->pipe->direct(tc) : 0;
+  size_t min = tc->tp->pipe->direct ? tc->tp->pipe->direct(tc, 0) : 0;
   return min && len >= min && len <= TF_MAX_IO;
 }
 

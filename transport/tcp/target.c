@@ -359,9 +359,13 @@ static void serve_write(rmx_tp_conn_t *tc, const tf_req_t *r, uint32_t blen)
 static void serve_direct(rmx_tp_conn_t *tc, uint8_t kind, const tf_req_t *r)
 {
   int rd = kind == TF_RD_DIR;
-  if (!tc->tp->pipe->copy || r->len > TF_MAX_IO || (!rd && (r->flags & ~1u))) {
-    rmx__tcp_proto_fail(tc, tc->tp->pipe->copy ? "malformed direct request"
-                                               : "direct request over a pipe without one copy");
+  const tcp_pipe_t *pp = tc->tp->pipe;
+  if (!pp->copy || !pp->direct(tc, 1)) {
+    rmx__tcp_proto_fail(tc, "direct request on a connection that agreed to no such thing");
+    return;
+  }
+  if (r->len > TF_MAX_IO || (!rd && (r->flags & ~1u))) {
+    rmx__tcp_proto_fail(tc, "malformed direct request");
     return;
   }
   srv_t *sv = srv_new(tc, rd ? TF_RD_RESP : TF_WR_RESP, r->id);
@@ -371,8 +375,8 @@ static void serve_direct(rmx_tp_conn_t *tc, uint8_t kind, const tf_req_t *r)
                                  rd ? RMX_TP_ACC_REMOTE_READ : RMX_TP_ACC_REMOTE_WRITE,
                                  rd ? "read" : "write", &sv->status);
   if (m && r->len) {
-    int rc = tc->tp->pipe->copy(tc, rd, (void *)(uintptr_t)r->addr, r->from, r->len);
-    if (rc == RMX_EPROTO) { /* the connection is failing: sv goes with it */
+    int rc = pp->copy(tc, rd, (void *)(uintptr_t)r->addr, r->from, r->len);
+    if (rc == RMX_EPROTO) { /* the agreement ended meanwhile: sv goes with the connection */
       rmx__tcp_proto_fail(tc, "direct request on a connection that agreed to no such thing");
       return;
     }

@@ -153,11 +153,13 @@ typedef struct tcp_pipe {
   /* One copy between the two processes (shm's process_vm_readv/writev);
    * both NULL where the medium has none. direct: the smallest read or
    * write that goes by one copy on this connection, 0 while none does (not
-   * agreed with the peer, or not yet). copy, the target's: move len bytes
+   * agreed with the peer, or not yet); sync 1 (the target's, before it
+   * serves a direct request) first takes what the peer sent to agree.
+   * copy, the target's: move len bytes
    * between local here and remote in the peer (to_peer 1: from here into
    * the peer): 0; RMX_EPROTO when the connection never agreed to it (the
    * peer broke the rule); another RMX_E* when the copy failed. */
-  size_t (*direct)(rmx_tp_conn_t *tc);
+  size_t (*direct)(rmx_tp_conn_t *tc, int sync);
   int (*copy)(rmx_tp_conn_t *tc, int to_peer, void *local, uint64_t remote, size_t len);
 } tcp_pipe_t;
 
