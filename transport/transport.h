@@ -383,6 +383,14 @@ typedef struct rmx_tp_ops {
    * talks but never reads (TCP's user timeout spares a connection whose
    * peer's host keeps acknowledging, and sends, with its window shut). */
   int (*stuck)(rmx_tp_conn_t *tc);
+  /* Optional (NULL: the device answers reads without the peer's process,
+   * and the read's own failure finds a lost peer, as verbs' RC retries
+   * do): 1 when bytes came from the peer since the previous call. The
+   * core's keepalive asks while it reads from the peer, whose answer
+   * brings no frame of the core's until it is whole: where the peer's
+   * process answers (TCP, shm), only bytes coming show it is there, and a
+   * peer stopped mid-answer is lost after RMX_KEEPALIVE_TIMEOUT_MS. */
+  int (*heard)(rmx_tp_conn_t *tc);
   /* The core has accepted the peer (authenticated, when configured): its
    * remote reads, writes and atomics may be served from now on (TCP; verbs
    * cannot hold them back and serves them from connection time, see

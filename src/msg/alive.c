@@ -169,10 +169,12 @@ static int held_too_long(rmx_conn_t *c, int holds, uint64_t *at, uint64_t floor,
 /* 1 when the connection was declared lost. */
 static int watch(rmx_conn_t *c, uint64_t now, uint32_t limit)
 {
-  if (c->rndv_reads)
-    c->ka.last_rx = now; /* reading from the peer: the read's own failure
-                            reports a lost peer (verbs: RC retries; TCP: the
-                            socket's keepalive and user timeout) */
+  /* Reading from the peer, whose answer brings no frame until it is whole:
+   * on verbs its device answers, and the read's own failure (RC retries)
+   * reports a lost peer; where its process answers (TCP, shm), the answer's
+   * bytes coming say it is there, and a stopped one is silent. */
+  if (c->rndv_reads && (!c->ops->heard || c->ops->heard(c->tc)))
+    c->ka.last_rx = now;
   if (now - c->ka.last_rx >= limit) {
     RMX_LOG(c->ctx, WARN, "%s peer %s: nothing from it for %llu ms "
             "(RMX_KEEPALIVE_TIMEOUT_MS %u): peer lost", c->ops->name, c->peer,

@@ -33,6 +33,11 @@ int rmx__op_status(rmx_conn_t *c, int status)
    * peer went away: report the peer's loss, not a cancel nobody asked for. */
   if (status == RMX_ECANCELED)
     return c->err ? c->err : RMX_ECONNRESET;
+  /* A write refused because the connection was already gone (shm's pipe
+   * once its channel has ended, a notification after the loss): the loss
+   * is the cause, as a socket's EPIPE reads as RMX_ECONNRESET over TCP. */
+  if (status == RMX_ENOTCONN && c->err)
+    return c->err;
   return status;
 }
 

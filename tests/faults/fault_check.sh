@@ -4,8 +4,10 @@
 # injected once the client's workload is in full swing, the client's own
 # checks as the verdict (tests/faults/README.md).
 #
-#   fault_check.sh BINDIR tcp|rdma CASE...
+#   fault_check.sh BINDIR tcp|rdma|shm CASE...
 #
+# shm listens on an abstract name of its own per case (shm://@NAME: no
+# file to remove; the name goes with the server's socket).
 # CASE is FAULT:WORKLOAD. FAULT: none (a counted run, data checked by the
 # server), kill (SIGKILL to the server process), linkflap (the netdev under
 # the RDMA device set down and at once up again: root, inside the VM).
@@ -45,7 +47,9 @@ run_case() {
   d=$(mktemp -d "$work/case.XXXX")
   mkdir -p "$d"
   [ "$fault" = none ] && ops=300
-  "$bin/rmx-fault-peer" server "$scheme://$addr:0" --ready "$d/ready" >"$d/server.out" 2>&1 &
+  local uri="$scheme://$addr:0"
+  [ "$scheme" = shm ] && uri="shm://@rmx-fault-$$-${d##*.}"
+  "$bin/rmx-fault-peer" server "$uri" --ready "$d/ready" >"$d/server.out" 2>&1 &
   srv=$!
   if ! wait_for 60 test -f "$d/ready"; then
     echo "$1: the server did not start"; cat "$d/server.out"; kill -9 "$srv"; return 1

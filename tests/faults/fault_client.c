@@ -151,15 +151,11 @@ static void reply_cb(rmx_conn_t *c, int status, const void *data, size_t len, vo
   op_t *o = arg;
   C.reply_cbs++;
   if (status == 0 && o->live) {
-    fp_msg_hdr_t h;
-    if (len != o->len || len < sizeof(h))
-      C.bad_data++;
-    else {
+    fp_msg_hdr_t h = {0};
+    if (len >= sizeof(h))
       memcpy(&h, data, sizeof(h));
-      if (h.seed != o->seed || h.len != len ||
-          fp_check((const uint8_t *)data + sizeof(h), len - sizeof(h), o->seed, 0))
-        C.bad_data++;
-    }
+    if (len != o->len || h.seed != o->seed || !fp_msg_ok(data, len))
+      C.bad_data++;
   }
   if (op_done(o, status) == 0)
     progress();
@@ -198,13 +194,11 @@ static int call_one(void)
 {
   uint8_t req[272];
   op_t *o = op_get();
-  fp_msg_hdr_t h = {.seed = (uint32_t)C.issued, .len = (uint32_t)(16 + C.issued % 256)};
-  o->seed = h.seed;
-  o->len = h.len;
-  memcpy(req, &h, sizeof(h));
-  fp_fill(req + sizeof(h), h.len - sizeof(h), h.seed, 0);
+  o->seed = (uint32_t)C.issued;
+  o->len = 16 + (size_t)C.issued % 256;
+  fp_msg_fill(req, o->len, o->seed);
   /* No timeout: only the connection's end may end these calls. */
-  return op_undo(o, rmx_rpc_call(C.c, FP_RPC_ECHO, req, h.len, 0, reply_cb, o, NULL));
+  return op_undo(o, rmx_rpc_call(C.c, FP_RPC_ECHO, req, o->len, 0, reply_cb, o, NULL));
 }
 
 static int write_one(void)
@@ -290,11 +284,9 @@ int fp_workload_init(void)
     slot_seed[s] = FP_NO_SEED;
   if (C.wl == WL_MSGS)
     for (size_t k = 0; k < NCLASS; k++) {
-      fp_msg_hdr_t h = {.seed = (uint32_t)k, .len = (uint32_t)msg_sizes[k]};
       if (!(msg_buf[k] = malloc(msg_sizes[k])))
         return -1;
-      memcpy(msg_buf[k], &h, sizeof(h));
-      fp_fill(msg_buf[k] + sizeof(h), msg_sizes[k] - sizeof(h), h.seed, 0);
+      fp_msg_fill(msg_buf[k], msg_sizes[k], (uint32_t)k);
     }
   if (C.wl == WL_WRITE)
     for (int s = 0; s < FP_SLOTS; s++)

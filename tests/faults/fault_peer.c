@@ -7,13 +7,16 @@
  *                  [--fault-file FILE] [--deadline-ms MS] [--after-fault-ms MS]
  *   rmx-fault-peer reconnect URI [--ops N] [--loaded FILE] [--fault-file FILE]
  *                  [--deadline-ms MS]
+ *   rmx-fault-peer kills URI|shm|tcp [--transfers N] [--stops N] [--seed S]
+ *   rmx-fault-peer victim URI         (the kills test's client; it runs it)
  *
  * The server serves until SIGTERM (or until it is killed, which is the
  * point). The client runs its workload; with --ops 0 (the default) it keeps
  * going until the connection drops, then checks every callback and prints
  * one "fault-peer: result ..." line (tests/faults/README.md). The fault's
  * time: the injector creates --fault-file or sends SIGUSR1. The reconnecting
- * client (fault_reconnect.c) lives through one loss and comes back.
+ * client (fault_reconnect.c) lives through one loss and comes back. The
+ * kills test (fault_kills.c) is a server that kills its own clients.
  * Configuration comes from the RMX_* environment, untouched.
  */
 #include <stdio.h>
@@ -21,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fault_peer.h"
+#include "fault_kills.h"
 
 static uint64_t mix(uint32_t seed, uint64_t word)
 {
@@ -56,6 +59,22 @@ int fp_check(const uint8_t *p, size_t len, uint32_t seed, size_t off)
   return 0;
 }
 
+void fp_msg_fill(uint8_t *p, size_t len, uint32_t seed)
+{
+  fp_msg_hdr_t h = {.seed = seed, .len = (uint32_t)len};
+  memcpy(p, &h, sizeof(h));
+  fp_fill(p + sizeof(h), len - sizeof(h), seed, 0);
+}
+
+int fp_msg_ok(const void *data, size_t len)
+{
+  fp_msg_hdr_t h;
+  if (len < sizeof(h))
+    return 0;
+  memcpy(&h, data, sizeof(h));
+  return h.len == len && fp_check((const uint8_t *)data + sizeof(h), len - sizeof(h), h.seed, 0) == 0;
+}
+
 double fp_now_ms(void)
 {
   struct timespec ts;
@@ -82,7 +101,8 @@ static int usage(void)
                   "       rmx-fault-peer client URI msgs|rpc|write|idle [--ops N]"
                   " [--loaded FILE] [--fault-file FILE] [--deadline-ms MS] [--after-fault-ms MS]\n"
                   "       rmx-fault-peer reconnect URI [--ops N] [--loaded FILE] [--fault-file FILE]"
-                  " [--deadline-ms MS]\n");
+                  " [--deadline-ms MS]\n"
+                  "       rmx-fault-peer kills URI|shm|tcp [--transfers N] [--stops N] [--seed S]\n");
   return 2;
 }
 
@@ -98,6 +118,25 @@ int main(int argc, char **argv)
         return usage();
     }
     return fp_server_main(argv[2], ready);
+  }
+  if (argc == 3 && strcmp(argv[1], "victim") == 0)
+    return fp_victim_main(argv[2]);
+  if (argc >= 3 && strcmp(argv[1], "kills") == 0) {
+    fk_opts_t k = {.uri = argv[2]};
+    if ((argc - 3) % 2)
+      return usage();
+    for (int i = 3; i < argc; i += 2) {
+      const char *v = argv[i + 1];
+      if (strcmp(argv[i], "--transfers") == 0)
+        k.transfers = atol(v);
+      else if (strcmp(argv[i], "--stops") == 0)
+        k.stops = atol(v);
+      else if (strcmp(argv[i], "--seed") == 0)
+        k.seed = strtoull(v, NULL, 0), k.seeded = 1;
+      else
+        return usage();
+    }
+    return fp_kills_main(&k);
   }
   int reconnect = argc >= 3 && strcmp(argv[1], "reconnect") == 0;
   if (reconnect || (argc >= 4 && strcmp(argv[1], "client") == 0)) {

@@ -44,6 +44,11 @@ typedef struct fp_verify_rep {
 void fp_fill(uint8_t *p, size_t len, uint32_t seed, size_t off);
 int fp_check(const uint8_t *p, size_t len, uint32_t seed, size_t off);
 
+/* A message of len bytes (at least sizeof(fp_msg_hdr_t)): its header, then
+ * fp_fill(seed); and whether one received is such a message, whole. */
+void fp_msg_fill(uint8_t *p, size_t len, uint32_t seed);
+int fp_msg_ok(const void *data, size_t len);
+
 double fp_now_ms(void);
 /* Write @p text to @p path atomically (a temporary name, then rename), so
  * a reader polling over 9p never sees half a file. */

@@ -69,7 +69,7 @@ static void on_recv(rmx_conn_t *c, const void *data, size_t len, void *arg)
     return;
   }
   memcpy(&h, data, sizeof(h));
-  if (h.len != len || fp_check((const uint8_t *)data + sizeof(h), len - sizeof(h), h.seed, 0)) {
+  if (!fp_msg_ok(data, len)) {
     /* Where it went wrong tells a torn transfer from a stale buffer. */
     size_t first = 0, nbad = 0;
     for (size_t off = 0; h.len == len && off + sizeof(h) < len; off += 4096) {

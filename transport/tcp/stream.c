@@ -417,6 +417,14 @@ int rmx__tcp_stuck(rmx_tp_conn_t *tc)
   return stuck;
 }
 
+/* Bytes came from the peer since the last look: frames, or a read's answer. */
+int rmx__tcp_heard(rmx_tp_conn_t *tc)
+{
+  int heard = tc->got != tc->got_seen;
+  tc->got_seen = tc->got;
+  return heard;
+}
+
 /* ---- reading ---- */
 
 static void sink_done(rmx_tp_conn_t *tc)
@@ -553,6 +561,7 @@ static void parse(rmx_tp_conn_t *tc)
 /* nread bytes came into the buffer rmx__tcp_rbuf gave. */
 void rmx__tcp_got(rmx_tp_conn_t *tc, size_t nread)
 {
+  tc->got += nread;
   if (tc->state == TC_FINISHING)
     return;
   if (tc->sinking) {

@@ -304,6 +304,7 @@ struct rmx_tp_conn {
   rmx_list_t later_link; /* in tp->laterq while ended or fail_later waits */
   int by_fd;             /* its index in tp->by_fd, or -1 */
   uint64_t taken;        /* the pipe's count of bytes the peer took, at the last stuck() */
+  uint64_t got, got_seen; /* bytes that came from the peer; their count at the last heard() */
   unsigned bq_n;
   uv_buf_t bq_bufs[TC_BATCH_BUFS];
   rmx_list_t tp_link;  /* in tp->conns */
@@ -375,6 +376,7 @@ void rmx__tcp_sink_start(rmx_tp_conn_t *tc);
 int rmx__tcp_send(rmx_tp_conn_t *tc, const rmx_tp_sge_t *sge, int n, void *op);
 void rmx__tcp_flush(rmx_tp_conn_t *tc);
 int rmx__tcp_stuck(rmx_tp_conn_t *tc);
+int rmx__tcp_heard(rmx_tp_conn_t *tc);
 void rmx__tcp_batch_add(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsigned n);
 
 /* initiator.c */
@@ -418,7 +420,7 @@ int rmx__tcp_mem_grant(rmx_tp_mem_t *m, rmx_tp_conn_t *tc, rmx_tp_mem_t **out);
   .close = rmx__tcp_conn_close, .finish = rmx__tcp_conn_finish, .send = rmx__tcp_send,     \
   .read = rmx__tcp_read, .write = rmx__tcp_write, .atomic = rmx__tcp_atomic,               \
   .caps = rmx__tcp_caps, .flush = rmx__tcp_flush, .ready = rmx__tcp_ready,                 \
-  .stuck = rmx__tcp_stuck,                                                                 \
+  .stuck = rmx__tcp_stuck, .heard = rmx__tcp_heard,                                        \
   .mem_reg = rmx__tcp_mem_reg, .mem_dereg = rmx__tcp_mem_dereg,                            \
   .mem_rkey = rmx__tcp_mem_rkey, .mem_open = rmx__tcp_mem_open,                            \
   .mem_grant = rmx__tcp_mem_grant, .reap = rmx__tcp_reap, .stats = rmx__tcp_stats
