@@ -16,7 +16,6 @@
 #include "conn/hello.h"
 #include "../../transport/shm/seg.h"
 
-
 static const char *root;
 
 static void seed(const char *target, const char *name, const void *p, size_t n)
@@ -564,22 +563,13 @@ static void shm_seeds(void)
   seed("fuzz_shm", "ring-lapped", b.p, b.n);
 }
 
-/* fuzz_tcp_hdr: state (tc_state_t: 2 waiting for the hello, 3 up), frame
- * limit, header: a message when up, a hello before, a read response of
- * the largest chunk (12 + 256 KiB). */
-static void tcp_hdr_seeds(void)
+/* fuzz_tcp_hdr: state (2 waiting for the hello, 3 up), frame limit, header. */
+static void tcp_hdr_seed(const char *name, uint8_t state, uint8_t kind, uint32_t blen)
 {
-  static const struct { const char *name; uint8_t state, kind; uint32_t blen; } s[] = {
-    {"data", 3, TF_FRAME + 1, 100},
-    {"hello", 2, TF_HELLO, 32},
-    {"rd-resp", 3, TF_RD_RESP, 12 + (256u << 10)},
-  };
-  for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
-    buf_t b = {.n = 0};
-    put8(&b, s[i].state), put32(&b, 8192 - RMX_EAGER_MIN);
-    put32(&b, s[i].blen), put8(&b, s[i].kind), put8(&b, 0), put16(&b, 0);
-    seed("fuzz_tcp_hdr", s[i].name, b.p, b.n);
-  }
+  buf_t b = {.n = 0};
+  put8(&b, state), put32(&b, 8192 - RMX_EAGER_MIN), put32(&b, blen), put8(&b, kind);
+  put8(&b, 0), put16(&b, 0);
+  seed("fuzz_tcp_hdr", name, b.p, b.n);
 }
 
 int main(int argc, char **argv)
@@ -597,15 +587,11 @@ int main(int argc, char **argv)
     fprintf(stderr, "make_seeds: no context\n");
     return 1;
   }
-  frames();
-  hellos();
-  rkeys();
-  uris();
-  streams();
-  sessions();
-  programs();
-  shm_seeds();
-  tcp_hdr_seeds();
+  frames(), hellos(), rkeys(), uris();
+  streams(), sessions(), programs(), shm_seeds();
+  /* a message, a hello, a read response of the largest chunk (12 + 256 KiB) */
+  tcp_hdr_seed("data", 3, TF_FRAME + 1, 100), tcp_hdr_seed("hello", 2, TF_HELLO, 32);
+  tcp_hdr_seed("rd-resp", 3, TF_RD_RESP, 12 + (256u << 10));
   uv_run(rmx_ctx_loop(ctx), UV_RUN_NOWAIT);
   rmx_ctx_destroy(ctx);
   return 0;

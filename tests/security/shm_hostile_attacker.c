@@ -37,29 +37,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "shm_hostile.h"
+#include "shm_hostile_attacker.h"
 
-#define QUIET_MS 20000 /* generous bounds on waits for the victim */
-#define RESP_MS 20000
-
-static struct {
-  rmx_ctx_t *ctx;
-  rmx_conn_t *c;
-  sh_traffic_t t;
-  sh_lines_t in;
-  uint64_t seed;
-  char uri[160];
-  int connected, conn_status, ended, end_status, closed;
-  /* the segment */
-  uint8_t *base;
-  size_t size;
-  uint32_t ring;
-  int own;           /* our own mapping, else the library's */
-  uintptr_t lib_lo;  /* the library's mapping */
-  int sock;          /* the connection's Unix socket (the library's: only polled) */
-  uint8_t big[SH_REGION];
-  char note[160];
-} A;
+sh_attacker_t A;
 
 /* ---- the library's side ---- */
 
@@ -90,7 +70,7 @@ static void on_closed(rmx_conn_t *c, void *arg)
   A.closed = 1;
 }
 
-static void big_done(rmx_conn_t *c, int status, void *arg)
+void at_big_done(rmx_conn_t *c, int status, void *arg)
 {
   (void)c;
   (void)status;
@@ -165,7 +145,7 @@ static int seg_find(void)
 }
 
 /* Our writes go through the library's mapping only while it has one. */
-static int seg_alive(void)
+int at_seg_alive(void)
 {
   if (A.own)
     return 1;
@@ -180,24 +160,24 @@ static int seg_alive(void)
   return alive;
 }
 
-static _Atomic uint32_t *word(int r, unsigned off)
+_Atomic uint32_t *at_word(int r, unsigned off)
 {
   return (_Atomic uint32_t *)(void *)(A.base + SEG_CTRL(r) + off);
 }
-static uint32_t ld(int r, unsigned off)
+uint32_t at_ld(int r, unsigned off)
 {
-  return atomic_load_explicit(word(r, off), memory_order_acquire);
+  return atomic_load_explicit(at_word(r, off), memory_order_acquire);
 }
-static void st(int r, unsigned off, uint32_t v)
+void at_st(int r, unsigned off, uint32_t v)
 {
-  atomic_store_explicit(word(r, off), v, memory_order_release);
+  atomic_store_explicit(at_word(r, off), v, memory_order_release);
 }
-static uint8_t *data(int r) { return A.base + SEG_DATA(r, A.ring); }
-static int ring_empty(int r) { return ld(r, CTRL_HEAD) == ld(r, CTRL_TAIL); }
+uint8_t *at_data(int r) { return A.base + SEG_DATA(r, A.ring); }
+static int ring_empty(int r) { return at_ld(r, CTRL_HEAD) == at_ld(r, CTRL_TAIL); }
 
 /* Write 1 into every eventfd we hold: the doorbells (and libuv's own,
  * which only wakes our loop). Looked up each time: only what is open now. */
-static void ring_bells(void)
+void at_ring_bells(void)
 {
   DIR *d = opendir("/proc/self/fd");
   struct dirent *e;
@@ -221,16 +201,16 @@ static void ring_bells(void)
 
 /* Publish n bytes into ring 1 as its producer would: at the head, then the
  * head moved on. */
-static void publish(const uint8_t *b, size_t n)
+void at_publish(const uint8_t *b, size_t n)
 {
-  uint32_t h = ld(1, CTRL_HEAD);
+  uint32_t h = at_ld(1, CTRL_HEAD);
   for (size_t i = 0; i < n; i++)
-    data(1)[(h + i) & (A.ring - 1)] = b[i];
-  st(1, CTRL_HEAD, h + (uint32_t)n);
-  ring_bells();
+    at_data(1)[(h + i) & (A.ring - 1)] = b[i];
+  at_st(1, CTRL_HEAD, h + (uint32_t)n);
+  at_ring_bells();
 }
 
-static void frame_hdr(uint8_t *p, uint32_t blen, uint8_t kind, uint8_t flags, uint16_t rsv)
+void at_frame_hdr(uint8_t *p, uint32_t blen, uint8_t kind, uint8_t flags, uint16_t rsv)
 {
   memcpy(p, &blen, 4);
   p[4] = kind;
@@ -240,7 +220,7 @@ static void frame_hdr(uint8_t *p, uint32_t blen, uint8_t kind, uint8_t flags, ui
 
 /* Stop, let everything outstanding finish and both rings drain; from the
  * return on the library's loop is not turned. 1 when at rest. */
-static int quiesce(void)
+int at_quiesce(void)
 {
   int stable = 0;
   uint64_t end = sh_now_ms() + QUIET_MS;
@@ -259,18 +239,18 @@ static int quiesce(void)
 
 /* Wait (frozen) for the victim's response of kind to request id in ring 0,
  * read from past what our library consumed. Its status, or 1: none came. */
-static int response(uint8_t kind, uint64_t id)
+int at_response(uint8_t kind, uint64_t id)
 {
   uint64_t end = sh_now_ms() + RESP_MS;
-  uint32_t pos = ld(0, CTRL_TAIL);
+  uint32_t pos = at_ld(0, CTRL_TAIL);
   while (sh_now_ms() < end) {
-    uint32_t h = ld(0, CTRL_HEAD);
+    uint32_t h = at_ld(0, CTRL_HEAD);
     if (h - pos > A.ring) /* the victim broke its own ring? */
       return 1;
     uint8_t f[TFH + 12];
     if (h - pos >= TFH) {
       for (unsigned i = 0; i < sizeof(f) && i < h - pos; i++)
-        f[i] = data(0)[(pos + i) & (A.ring - 1)];
+        f[i] = at_data(0)[(pos + i) & (A.ring - 1)];
       uint32_t blen;
       memcpy(&blen, f, 4);
       if (f[4] == kind && blen >= 12 && h - pos >= sizeof(f)) {
@@ -293,7 +273,7 @@ static int response(uint8_t kind, uint64_t id)
 
 /* The victim's region for our connection and its key, from the blob it
  * sent (docs/protocol.md, "Remote keys"): address at 8, first key at 32. */
-static void region_of(uint64_t *addr, uint64_t *key)
+void at_region_of(uint64_t *addr, uint64_t *key)
 {
   memcpy(addr, A.t.key + 8, 8);
   memcpy(key, A.t.key + 32, 8);
@@ -323,269 +303,6 @@ static int hung_up(int ms)
 {
   struct pollfd p = {.fd = A.sock, .events = POLLRDHUP};
   return poll(&p, 1, ms) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
-}
-
-/* ---- the attacks ---- */
-
-static uint32_t some_value(uint32_t cur)
-{
-  uint32_t r = (uint32_t)sh_rand(&A.seed);
-  switch (sh_rand(&A.seed) % 10) {
-  case 0: return cur + 1;
-  case 1: return cur - 1;
-  case 2: return cur + A.ring;
-  case 3: return cur + A.ring + 1;
-  case 4: return cur + 0x80000000u;
-  case 5: return 0;
-  case 6: return 0xffffffffu;
-  case 7: return cur + r % A.ring; /* forward, within a ring: valid-looking */
-  case 8: return cur - r % A.ring;
-  default: return r;
-  }
-}
-
-/* One write somewhere: idx only the four indices, else any word or bytes. */
-static void scribble(int idx)
-{
-  static const unsigned ctl[] = {CTRL_HEAD, CTRL_TAIL, CTRL_RD_ARMED, CTRL_WR_ARMED};
-  int r = (int)(sh_rand(&A.seed) & 1);
-  uint64_t what = sh_rand(&A.seed) % (idx ? 2 : 8);
-  if (what < 4) {
-    unsigned off = ctl[what];
-    st(r, off, some_value(ld(r, off)));
-  } else if (what == 4) { /* the header */
-    unsigned off = 4 * (unsigned)(sh_rand(&A.seed) % (SEG_HDR / 4));
-    uint32_t v = (uint32_t)sh_rand(&A.seed);
-    memcpy(A.base + off, &v, 4);
-  } else if (what == 5) { /* a frame header in a ring's data, often in bytes in flight */
-    uint8_t h[TFH];
-    uint32_t at = (uint32_t)sh_rand(&A.seed), t = ld(r, CTRL_TAIL), fly = ld(r, CTRL_HEAD) - t;
-    if (fly > 0 && fly <= A.ring && (at & 1))
-      at = t + at % fly;
-    frame_hdr(h, some_value(64), (uint8_t)sh_rand(&A.seed), 0, 0);
-    for (unsigned i = 0; i < TFH; i++)
-      data(r)[(at + i) & (A.ring - 1)] = h[i];
-  } else { /* random bytes, likewise */
-    uint32_t at = (uint32_t)sh_rand(&A.seed), n = 1 + (uint32_t)(sh_rand(&A.seed) % 64);
-    uint32_t t = ld(r, CTRL_TAIL), fly = ld(r, CTRL_HEAD) - t;
-    if (fly > 0 && fly <= A.ring && (at & 1))
-      at = t + at % fly;
-    for (uint32_t i = 0; i < n; i++)
-      data(r)[(at + i) & (A.ring - 1)] = (uint8_t)sh_rand(&A.seed);
-  }
-  if (sh_rand(&A.seed) % 3 == 0)
-    ring_bells();
-}
-
-/* Under load: turns of traffic and writes at random moments between them. */
-static void race(int idx)
-{
-  int n = 20 + (int)(sh_rand(&A.seed) % 200), made = 0;
-  A.t.posting = 1;
-  for (int i = 0; i < n && !A.ended && seg_alive(); i++) {
-    int turns = (int)(sh_rand(&A.seed) % 8);
-    for (int k = 0; k < turns; k++) {
-      sh_turn(A.ctx, NULL, 2);
-      sh_traffic_pump(&A.t);
-    }
-    if (A.ended || !seg_alive())
-      break;
-    for (int k = 1 + (int)(sh_rand(&A.seed) % 3); k > 0; k--, made++)
-      scribble(idx);
-  }
-  snprintf(A.note, sizeof(A.note), "writes=%d", made);
-}
-
-/* At the victim's tail, not published: a write request past our region
- * whose data runs 4 GiB, which the victim would refuse and then read off
- * and discard however far it went. A victim that read past a head out of
- * range would find nothing there to end the connection for (and keep
- * waiting for the rest of the data), so the round's RMX_EPROTO can only
- * come from the check of the head itself. It overwrites only bytes the
- * victim consumed already (the ring is at rest). */
-static void sink_filler(uint32_t tail)
-{
-  uint8_t f[TFH + 40] = {0};
-  uint64_t addr, key, id = 1, len = 0xffffffffu - 40;
-  region_of(&addr, &key);
-  addr += SH_REGION;
-  frame_hdr(f, 0xffffffffu, TK_WR_REQ, 0, 0);
-  memcpy(f + TFH, &id, 8);
-  memcpy(f + TFH + 8, &addr, 8);
-  memcpy(f + TFH + 16, &len, 8);
-  memcpy(f + TFH + 24, &key, 8);
-  for (uint32_t i = 0; i < sizeof(f); i++)
-    data(1)[(tail + i) & (A.ring - 1)] = f[i];
-}
-
-/* Ring 0 full of what the victim sends (a read of our whole region), the
- * victim waiting for room, then its tail changed. 1 when it got full. */
-static int ring0_full(void)
-{
-  rmx_iov_t v = {.addr = A.big, .len = sizeof(A.big)};
-  if (rmx_read(A.c, &v, 1, A.t.rk, 0, big_done, NULL) != 0)
-    return 0;
-  rmx_ctx_flush(A.ctx);
-  uint64_t end = sh_now_ms() + QUIET_MS;
-  while (sh_now_ms() < end) {
-    if (ld(0, CTRL_HEAD) - ld(0, CTRL_TAIL) == A.ring)
-      return 1;
-    usleep(200);
-  }
-  return 0;
-}
-
-static void frame_attack(sh_kind_t k)
-{
-  uint8_t f[TFH + 256];
-  uint64_t addr, key, id = 0x5348484f53544cull + sh_rand(&A.seed) % 1000; /* ours alone */
-  size_t n = TFH;
-  memset(f, 0, sizeof(f));
-  region_of(&addr, &key);
-  switch (k) {
-  case F_LEN_MAX: frame_hdr(f, 0xffffffffu, TK_FRAME + 1, 0, 0); break;
-  case F_LEN_RING: frame_hdr(f, A.ring + 1, TK_FRAME + 1, 0, 0); break;
-  case F_LEN_LIMIT: frame_hdr(f, SH_EAGER - TFH + 1, TK_FRAME + 1, 0, 0); break;
-  case F_LEN_SMALL: {
-    uint32_t one = sh_rand(&A.seed) & 1;
-    frame_hdr(f, one, TK_FRAME + 1, 0, 0);
-    n += one;
-    break;
-  }
-  case F_PARTIAL:
-  case K_DIE:
-    frame_hdr(f, 100, TK_FRAME + 1, 0, 1);
-    n += 10; /* of 100 */
-    break;
-  case F_KIND: {
-    static const uint8_t kinds[] = {0, 4, 11, 12, 13, 14, 15};
-    frame_hdr(f, (uint32_t)(sh_rand(&A.seed) % 64), kinds[sh_rand(&A.seed) % sizeof(kinds)], 0,
-              0);
-    break;
-  }
-  case F_RESERVED:
-    frame_hdr(f, 12, TK_WR_RESP, (uint8_t)(1 + sh_rand(&A.seed) % 255),
-              (uint16_t)sh_rand(&A.seed));
-    n += 12;
-    break;
-  case F_HELLO:
-    frame_hdr(f, 32, TK_HELLO, 0, 0);
-    n += 32;
-    break;
-  case F_RD_OOB:
-  case F_RD_WRAP: {
-    uint64_t len = 64, at = addr + SH_REGION - 8;
-    if (k == F_RD_WRAP) {
-      int whole = sh_rand(&A.seed) & 1;
-      at = whole ? addr : UINT64_MAX - 15;
-      len = whole ? UINT64_MAX : 64;
-    }
-    frame_hdr(f, 32, TK_RD_REQ, 0, 0);
-    memcpy(f + TFH, &id, 8);
-    memcpy(f + TFH + 8, &at, 8);
-    memcpy(f + TFH + 16, &len, 8);
-    memcpy(f + TFH + 24, &key, 8);
-    n += 32;
-    break;
-  }
-  case F_WR_OOB: {
-    uint64_t len = 64, at = addr + SH_REGION - 16;
-    frame_hdr(f, 40 + 64, TK_WR_REQ, 0, 0);
-    memcpy(f + TFH, &id, 8);
-    memcpy(f + TFH + 8, &at, 8);
-    memcpy(f + TFH + 16, &len, 8);
-    memcpy(f + TFH + 24, &key, 8);
-    memset(f + TFH + 40, 0xee, 64); /* flags and immediate 0, then the data */
-    n += 40 + 64;
-    break;
-  }
-  default: /* F_GARBAGE */
-    n = 1 + sh_rand(&A.seed) % sizeof(f);
-    for (size_t i = 0; i < n; i++)
-      f[i] = (uint8_t)sh_rand(&A.seed);
-    break;
-  }
-  publish(f, n);
-  if (k == F_RD_OOB || k == F_RD_WRAP || k == F_WR_OOB) {
-    int st = response(k == F_WR_OOB ? TK_WR_RESP : TK_RD_RESP, id);
-    snprintf(A.note, sizeof(A.note), "resp=%d", st);
-  }
-}
-
-static void attack(sh_kind_t k)
-{
-  uint32_t t, h;
-  strcpy(A.note, "-");
-  if (A.ended || !seg_alive()) { /* over before we began: nothing to write into */
-    strcpy(A.note, "noquiet");
-    return;
-  }
-  switch (k) {
-  case K_HEAD_PAST: case K_HEAD_BACK: case K_HEAD_HUGE: case K_HEAD_WRAP: case K_HEAD_CLAIM: {
-    if (!quiesce()) {
-      strcpy(A.note, "noquiet");
-      return;
-    }
-    t = ld(1, CTRL_TAIL);
-    h = ld(1, CTRL_HEAD);
-    if (k == K_HEAD_PAST || k == K_HEAD_BACK || k == K_HEAD_HUGE)
-      sink_filler(t);
-    uint32_t r = (uint32_t)sh_rand(&A.seed);
-    st(1, CTRL_HEAD, k == K_HEAD_PAST   ? t + A.ring + TFH * (1 + r % 64)
-                     : k == K_HEAD_BACK ? h - 1 - r % A.ring
-                     : k == K_HEAD_HUGE ? t + 0x80000000u + r % A.ring
-                     : k == K_HEAD_WRAP ? t + A.ring /* a whole ring of old bytes */
-                                        : t + 1 + r % (A.ring - 1));
-    ring_bells();
-    return;
-  }
-  case K_TAIL_PAST: case K_TAIL_BACK: case K_TAIL_CLAIM:
-    if (!quiesce() || !ring0_full()) {
-      strcpy(A.note, "noquiet");
-      return;
-    }
-    t = ld(0, CTRL_TAIL);
-    h = ld(0, CTRL_HEAD);
-    st(0, CTRL_TAIL, k == K_TAIL_PAST   ? h + 1 + (uint32_t)(sh_rand(&A.seed) % A.ring)
-                     : k == K_TAIL_BACK ? t - 1 - (uint32_t)(sh_rand(&A.seed) % A.ring)
-                                        : h);
-    ring_bells();
-    return;
-  case K_FLAGS:
-    A.t.posting = 1;
-    for (int i = 0; i < 40 && !A.ended && seg_alive(); i++) {
-      static const uint32_t vals[] = {0, 1, 0xffffffffu, 2};
-      st((int)(sh_rand(&A.seed) & 1), sh_rand(&A.seed) & 1 ? CTRL_RD_ARMED : CTRL_WR_ARMED,
-         vals[sh_rand(&A.seed) % 4]);
-      if (i % 4 == 0)
-        ring_bells();
-      sh_turn(A.ctx, NULL, 2);
-      sh_traffic_pump(&A.t);
-    }
-    return;
-  case K_HDR:
-    for (unsigned off = 0; off < SEG_HDR; off += 4) {
-      uint32_t v = (uint32_t)sh_rand(&A.seed);
-      memcpy(A.base + off, &v, 4);
-    }
-    ring_bells();
-    return;
-  case K_DATA0:
-    for (uint32_t i = 0; i < A.ring; i++)
-      data(0)[i] = (uint8_t)sh_rand(&A.seed);
-    ring_bells();
-    return;
-  case R_ANY: case R_IDX:
-    race(k == R_IDX);
-    return;
-  default: /* frames, and the stall the dying attacker leaves */
-    if (!quiesce()) {
-      strcpy(A.note, "noquiet");
-      return;
-    }
-    frame_attack(k);
-    return;
-  }
 }
 
 /* ---- rounds ---- */
@@ -628,7 +345,7 @@ static void round_run(int r, sh_kind_t k)
     sh_turn(A.ctx, NULL, 2);
     sh_traffic_pump(&A.t);
   }
-  attack(k);
+  at_attack(k);
   /* a corruption the victim must refuse: it hangs up at once, while we
    * are frozen (a victim that does not has missed it) */
   int refused = sh_kind_refused(k) && !strstr(A.note, "noquiet");

@@ -264,7 +264,18 @@ static void sock_cb(uv_poll_t *h, int status, int events)
   (void)events;
   if (ch->ended || ch->closing)
     return;
-  if (status < 0) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  /* libuv reports POLLERR as UV_EBADF: on a Unix socket that is the peer
+   * gone with our bytes unread (one copy's messages, say), a loss */
+  if (status == UV_EBADF && getsockopt(ch->sock, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+      (err == ECONNRESET || err == EPIPE)) {
+    if (ch->state == CH_UP)
+      peer_gone(ch, RMX_ECONNRESET, "the peer's socket ended without a bye: its process "
+                                    "closed it or died");
+    else
+      rmx__shm_chan_fail(ch, RMX_ECONNRESET, "the peer closed its socket during set-up");
+  } else if (status < 0) {
     snprintf(ch->why, sizeof(ch->why), "polling the socket with %s failed: %s", ch->name,
              uv_strerror(status));
     rmx__shm_chan_fail(ch, RMX_EIO, ch->why);
