@@ -81,6 +81,26 @@ static void count_bad(cconn_t *cc, size_t bad, const op_t *op, const char *what)
           cc->uri);
 }
 
+/* Where a reply's bad bytes lie and what they hold (zeros? the request
+ * itself, not transformed? another's bytes?), for whoever reads the log. */
+static void where_bad(const unsigned char *got, const unsigned char *sent, size_t n)
+{
+  size_t first = n, last = 0, runs = 0, zero = 0, raw = 0;
+  for (size_t i = 0; i < n; i++) {
+    if ((got[i] ^ SOAK_XOR) == sent[i])
+      continue;
+    if (first == n)
+      first = i;
+    if (i == 0 || (got[i - 1] ^ SOAK_XOR) == sent[i - 1])
+      runs++;
+    last = i;
+    zero += got[i] == 0;
+    raw += got[i] == sent[i];
+  }
+  fprintf(stderr, "soak client %d: bad bytes from %zu to %zu in %zu runs; %zu zero, %zu equal to "
+          "the request untransformed\n", C.idx, first, last, runs, zero, raw);
+}
+
 /* ---- messages: sent, then echoed in order ---- */
 
 static void msg_sent(rmx_conn_t *c, int status, void *arg)
@@ -134,6 +154,8 @@ static void rpc_reply(rmx_conn_t *c, int status, const void *data, size_t n, voi
   for (size_t i = 0; n == op->len && i < n; i++)
     bad += (got[i] ^ SOAK_XOR) != sent[i];
   count_bad(cc, bad, op, "an RPC reply");
+  if (bad && n == op->len)
+    where_bad(got, sent, n);
   finish(cc, op, &C.rpcs);
 }
 
