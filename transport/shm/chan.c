@@ -5,7 +5,6 @@
  * end and the close. The set-up itself is chan_setup.c's.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -323,19 +322,8 @@ int rmx__shm_chan_direct(rmx_shm_chan_t *ch, int sync)
   return !ch->late_status && rmx__shm_copy_agreed(ch);
 }
 
-/* Has the peer ended the connection (closed or shut down its socket)?
- * The kernel says so at once, whatever the peer's loop is doing. */
-static int peer_ended(const rmx_shm_chan_t *ch)
-{
-  struct pollfd p = {.fd = ch->sock, .events = POLLIN | POLLRDHUP};
-  int n;
-  do
-    n = poll(&p, 1, 0);
-  while (n < 0 && errno == EINTR);
-  return n < 0 || (n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)));
-}
-
-int rmx__shm_chan_pull(rmx_shm_chan_t *ch, void *local, uint64_t remote, size_t len)
+int rmx__shm_chan_move(rmx_shm_chan_t *ch, int to_peer, void *local, uint64_t remote,
+                       size_t len)
 {
   if (!rmx__shm_chan_direct(ch, 1))
     return RMX_EPROTO;
@@ -343,12 +331,10 @@ int rmx__shm_chan_pull(rmx_shm_chan_t *ch, void *local, uint64_t remote, size_t 
   if (remote > UINTPTR_MAX)
     return RMX_EINVAL;
 #endif
-  if (peer_ended(ch))
-    return RMX_ECONNRESET;
   struct iovec l = {.iov_base = local, .iov_len = len};
   struct iovec r = {.iov_base = (void *)(uintptr_t)remote, .iov_len = len};
-  int rc = rmx__shm_cma_copy(ch->copy.pid, RMX_SHM_CMA_READ, &l, 1, &r, 1, NULL);
-  return rc == 0 && peer_ended(ch) ? RMX_ECONNRESET : rc;
+  return rmx__shm_cma_copy(ch->copy.pid, to_peer ? RMX_SHM_CMA_WRITE : RMX_SHM_CMA_READ, &l, 1,
+                           &r, 1, NULL);
 }
 
 /* ---- set-up's frame ---- */

@@ -234,16 +234,13 @@ void rmx__shm_chan_set_polling(rmx_shm_chan_t *ch, int polling);
 
 /* One copy (cma.h). direct: 1 when both sides agreed to it, else 0; sync
  * 1 first takes the agreement's messages the socket holds (a peer sends
- * its verdict before its first request that relies on it). pull: len
- * bytes from remote in the peer into local here, only ever in this
- * direction, so that no peer writes into this process (a peer we gave up
- * on may still be running: it must find nothing of ours to write into):
- * rmx__shm_cma_copy's results; RMX_EPROTO when it was not agreed;
- * RMX_ECONNRESET when the peer has ended the connection, checked before
- * the copy and again after it (what it gives up on it may reuse at once,
- * so bytes read across its end may be anything). */
+ * its verdict before its first request that relies on it). move: len
+ * bytes between local here and remote in the peer (to_peer 1: into the
+ * peer), for the target of a request: rmx__shm_cma_copy's results, and
+ * RMX_EPROTO when it was not agreed. */
 int rmx__shm_chan_direct(rmx_shm_chan_t *ch, int sync);
-int rmx__shm_chan_pull(rmx_shm_chan_t *ch, void *local, uint64_t remote, size_t len);
+int rmx__shm_chan_move(rmx_shm_chan_t *ch, int to_peer, void *local, uint64_t remote,
+                       size_t len);
 
 /* Close: a bye goes to the peer if the channel is up (what we wrote is
  * read there first), the socket is shut, and closed(ch) comes from the

@@ -314,9 +314,9 @@ static size_t pipe_direct(rmx_tp_conn_t *tc, int sync)
   return tc->ch && rmx__shm_chan_direct(tc->ch, sync) ? RMX_SHM_COPY_MIN : 0;
 }
 
-static int pipe_pull(rmx_tp_conn_t *tc, void *local, uint64_t remote, size_t len)
+static int pipe_copy(rmx_tp_conn_t *tc, int to_peer, void *local, uint64_t remote, size_t len)
 {
-  return tc->ch ? rmx__shm_chan_pull(tc->ch, local, remote, len) : RMX_EPROTO;
+  return tc->ch ? rmx__shm_chan_move(tc->ch, to_peer, local, remote, len) : RMX_EPROTO;
 }
 
 /* The copy mode, once known: one log line per connection. */
@@ -328,7 +328,7 @@ static void on_copy(rmx_shm_chan_t *ch, int ok, const char *why)
     return;
   pipe_peer(tc, peer, sizeof(peer));
   if (ok)
-    RMX_TP_LOG(tc->tp->env, INFO, "shm: %s: one copy (process_vm_readv) for remote reads "
+    RMX_TP_LOG(tc->tp->env, INFO, "shm: %s: one copy (process_vm_readv/writev) for remote reads "
                "and writes of %u bytes and more", peer, (unsigned)RMX_SHM_COPY_MIN);
   else
     RMX_TP_LOG(tc->tp->env, INFO, "shm: %s: the segment carries every byte: %s", peer, why);
@@ -347,5 +347,5 @@ const tcp_pipe_t rmx__shm_pipe = {
   .peer = pipe_peer,
   .waiting = pipe_waiting,
   .direct = pipe_direct,
-  .pull = pipe_pull,
+  .copy = pipe_copy,
 };

@@ -78,7 +78,6 @@ int rmx__tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_me
   if (rc == 0) {
     rd->dst = dst;
     rd->len = len;
-    rd->raddr = raddr;
   }
   return rc;
 }
@@ -163,24 +162,8 @@ static void on_rd_resp(rmx_tp_conn_t *tc, const tf_resp_t *r, uint32_t blen)
     rmx__tcp_proto_fail(tc, "read response of the wrong length");
     return;
   }
-  if (r->status || rd->direct) {
-    int st = rmx__wire_status(r->status);
-    /* The target checked the read, after every request before it, and
-     * said yes: the bytes are ours to take from its memory now. */
-    if (st == 0 && rd->len) {
-      st = tc->tp->pipe->pull(tc, rd->dst, rd->raddr, rd->len);
-      if (st == RMX_EPROTO) {
-        rmx__tcp_proto_fail(tc, "direct read answered on a connection that agreed to no such thing");
-        return;
-      }
-      if (st == RMX_ECONNRESET) { /* the peer ended it: the read fails with */
-        rmx__tcp_fail(tc, st);     /* the rest, as at any loss */
-        return;
-      }
-      if (st == 0)
-        tc->tp->direct_bytes += rd->len;
-    }
-    pend_done(tc, rd, st);
+  if (r->status || rd->direct) { /* a direct read's data is in place */
+    pend_done(tc, rd, rmx__wire_status(r->status));
     return;
   }
   tc->sink = (sink_t){.dst = rd->dst + rd->got, .left = dlen, .done = rd_landed, .rd = rd};

@@ -349,20 +349,18 @@ static void serve_write(rmx_tp_conn_t *tc, const tf_req_t *r, uint32_t blen)
 }
 
 /*
- * A read or write by one copy: the answer carries no data. The
- * registration is checked as for any request, in request order. A write's
- * bytes we pull ourselves, at once, from the address the initiator named
- * in its own memory into the registration; a read's the initiator pulls
- * from the registration once it has our yes. Bytes move only towards the
- * side that copies, so no process writes into another. A copy that fails
- * (the peer named memory it does not have: RMX_EINVAL; it ended the
- * connection meanwhile: RMX_ECONNRESET) fails the request.
+ * A read or write whose data we move ourselves, straight between the
+ * registration and the initiator's buffer (the pipe's copy), at once: the
+ * answer then carries no data. The registration is checked as for any
+ * request, and our side of the copy touches nothing else; the initiator's
+ * side is the address it named, in its own memory. A copy that fails (the
+ * peer named memory it does not have: RMX_EINVAL) fails the request.
  */
 static void serve_direct(rmx_tp_conn_t *tc, uint8_t kind, const tf_req_t *r)
 {
   int rd = kind == TF_RD_DIR;
   const tcp_pipe_t *pp = tc->tp->pipe;
-  if (!pp->pull || !pp->direct(tc, 1)) {
+  if (!pp->copy || !pp->direct(tc, 1)) {
     rmx__tcp_proto_fail(tc, "direct request on a connection that agreed to no such thing");
     return;
   }
@@ -376,20 +374,17 @@ static void serve_direct(rmx_tp_conn_t *tc, uint8_t kind, const tf_req_t *r)
   rmx_tp_mem_t *m = check_access(tc, r->key, r->addr, r->len,
                                  rd ? RMX_TP_ACC_REMOTE_READ : RMX_TP_ACC_REMOTE_WRITE,
                                  rd ? "read" : "write", &sv->status);
-  if (m && r->len && !rd) {
-    int rc = pp->pull(tc, (void *)(uintptr_t)r->addr, r->from, r->len);
+  if (m && r->len) {
+    int rc = pp->copy(tc, rd, (void *)(uintptr_t)r->addr, r->from, r->len);
     if (rc == RMX_EPROTO) { /* the agreement ended meanwhile: sv goes with the connection */
       rmx__tcp_proto_fail(tc, "direct request on a connection that agreed to no such thing");
-      return;
-    }
-    if (rc == RMX_ECONNRESET) { /* the initiator ended it: no one to answer */
-      rmx__tcp_fail(tc, rc);
       return;
     }
     if (rc == 0)
       tc->tp->direct_bytes += r->len;
     else
-      refused(tc, "direct write (the copy failed)", r->len, r->addr, sv->status = rc);
+      refused(tc, rd ? "direct read (the copy failed)" : "direct write (the copy failed)",
+              r->len, r->addr, sv->status = rc);
   }
   if (rd)
     srv_pump(tc); /* sv->left 0: the answer has no data */

@@ -79,9 +79,8 @@ typedef struct rd {
   rmx_list_t link;
   uint64_t id;
   uint8_t kind; /* TF_RD_REQ, TF_WR_REQ, TF_AT_REQ (TF_RD_DIR, TF_WR_DIR go as these) */
-  uint8_t direct; /* by one copy: a read's answer has no data, we pull it */
+  uint8_t direct; /* the target moves the data itself: a read's answer has none */
   uint8_t *dst; /* reads: destination */
-  uint64_t raddr; /* direct reads: where the bytes are in the peer */
   size_t len;
   size_t got;   /* reads: bytes arrived so far */
   uint64_t *old; /* atomics: where the old value goes */
@@ -151,19 +150,17 @@ typedef struct tcp_pipe {
   /* 1 when written bytes wait to reach the peer; *taken: a count of the
    * bytes it took, which only grows (rmx__tcp_stuck compares them). */
   int (*waiting)(rmx_tp_conn_t *tc, uint64_t *taken);
-  /* One copy between the two processes (shm's process_vm_readv); both
-   * NULL where the medium has none. direct: the smallest read or write
-   * that goes by one copy on this connection, 0 while none does (not
-   * agreed with the peer, or not yet); sync 1 (before a side relies on
-   * the agreement) first takes what the peer sent to agree. pull: len
-   * bytes from remote in the peer into local here. Bytes only ever move
-   * towards the side that copies (a read's initiator, a write's target),
-   * so a peer this side gave up on, still running, has nothing of ours
-   * to write into. 0; RMX_EPROTO when the connection never agreed to it
-   * (the peer broke the rule); RMX_ECONNRESET when the peer ended it;
-   * another RMX_E* when the copy failed. */
+  /* One copy between the two processes (shm's process_vm_readv/writev);
+   * both NULL where the medium has none. direct: the smallest read or
+   * write that goes by one copy on this connection, 0 while none does (not
+   * agreed with the peer, or not yet); sync 1 (the target's, before it
+   * serves a direct request) first takes what the peer sent to agree.
+   * copy, the target's: move len bytes
+   * between local here and remote in the peer (to_peer 1: from here into
+   * the peer): 0; RMX_EPROTO when the connection never agreed to it (the
+   * peer broke the rule); another RMX_E* when the copy failed. */
   size_t (*direct)(rmx_tp_conn_t *tc, int sync);
-  int (*pull)(rmx_tp_conn_t *tc, void *local, uint64_t remote, size_t len);
+  int (*copy)(rmx_tp_conn_t *tc, int to_peer, void *local, uint64_t remote, size_t len);
 } tcp_pipe_t;
 
 extern const tcp_pipe_t rmx__tcp_sock_pipe;
@@ -200,7 +197,7 @@ struct rmx_tp {
   rmx_list_t listeners; /* every listener not yet closing */
   uint32_t nconns;  /* how many */
   uint64_t refused; /* connects without a file descriptor (rmx_ctx_stats_t tp_refused) */
-  uint64_t direct_bytes; /* pulled by the pipe's copy (tp_direct_bytes) */
+  uint64_t direct_bytes; /* moved by the pipe's copy, as target (tp_direct_bytes) */
   rmx_tp_conn_t *hot; /* the last connection that read something (busy-polling) */
   rmx_tp_conn_t **by_fd; /* connections the fast path found by socket */
   size_t by_fd_len;
