@@ -81,8 +81,9 @@ static void count_bad(cconn_t *cc, size_t bad, const op_t *op, const char *what)
           cc->uri);
 }
 
-/* Where a reply's bad bytes lie and what they hold (zeros? the request
- * itself, not transformed? another's bytes?), for whoever reads the log. */
+/* Where a reply's bad bytes lie (one stretch, or runs scattered over it:
+ * two copies into one buffer) and how many are zero or the request itself
+ * untransformed, for whoever reads the log. */
 static void where_bad(const unsigned char *got, const unsigned char *sent, size_t n)
 {
   size_t first = n, last = 0, runs = 0, zero = 0, raw = 0;
