@@ -215,7 +215,7 @@ typedef struct rmx_tp_stats {
   uint64_t refused;   /* connections refused so far for lack of a resource of the
                          device or host (verbs: completion queue room, queue
                          pairs; TCP: file descriptors for a connect) */
-  uint64_t direct_bytes; /* served by one copy between processes so far (shm) */
+  uint64_t direct_bytes; /* pulled by one copy from peer processes so far (shm) */
 } rmx_tp_stats_t;
 
 typedef struct rmx_tp_ops {

@@ -53,10 +53,10 @@ typedef struct rmx_ctx_stats {
                                completion queues or queue pairs (connects and accepts),
                                over TCP a file descriptor for a connect (RMX_EMFILE);
                                each also logs an error line */
-  uint64_t tp_direct_bytes; /**< bytes of remote reads and writes (rendezvous messages'
-                                 too) that peers on this host asked of this context and
-                                 that moved with one copy straight between the two
-                                 processes (shm://, process_vm_readv/writev), so far; 0
+  uint64_t tp_direct_bytes; /**< bytes this context took with one copy straight from a
+                                 peer process on this host (shm://, process_vm_readv), so
+                                 far: its own remote reads (rendezvous messages' too) and
+                                 the remote writes peers made into its memory; 0
                                  where the connections use the segment for everything
                                  (docs/architecture.md, "Shared memory: one copy") */
 } rmx_ctx_stats_t;

@@ -39,6 +39,7 @@ static int allowed(tc_state_t st, const uint8_t *h, size_t max_frame)
    * the target's to check, not the header's */
   case TF_RD_DIR: return st == TC_UP && blen == TF_RDDIR_LEN;
   case TF_WR_DIR: return st == TC_UP && blen == TF_WRDIR_LEN;
+  case TF_RD_DONE: return st == TC_UP && blen == TF_RDDONE_LEN;
   default: return 0;
   }
 }

@@ -36,6 +36,7 @@ static uint32_t good_len(uint8_t kind)
   case TF_AT_REQ: return TF_ATREQ_LEN;
   case TF_RD_DIR: return TF_RDDIR_LEN;
   case TF_WR_DIR: return TF_WRDIR_LEN;
+  case TF_RD_DONE: return TF_RDDONE_LEN;
   default: return TF_ATRESP_LEN;
   }
 }
@@ -43,7 +44,7 @@ static uint32_t good_len(uint8_t kind)
 static void each_kind_only_in_its_states(void **state)
 {
   for (int st = TC_CONNECTING; st <= TC_REJECTING; st++)
-    for (uint8_t kind = TF_HELLO; kind <= TF_WR_DIR; kind++) {
+    for (uint8_t kind = TF_HELLO; kind <= TF_RD_DONE; kind++) {
       int allowed = kind == 4             ? 0 /* version 2's MSG */
                     : kind == TF_HELLO    ? st == TC_WAIT_HELLO
                     : kind == TF_HELLO_ACK || kind == TF_REJECT ? st == TC_HELLO_SENT
@@ -75,6 +76,8 @@ static void lengths_are_checked(void **state)
   assert_non_null(check(TC_UP, TF_RD_DIR, TF_RDDIR_LEN + 1));
   assert_non_null(check(TC_UP, TF_WR_DIR, TF_WRDIR_LEN + 10));
   assert_int_equal(rmx__tf_buffered(TF_WR_DIR, TF_WRDIR_LEN), TF_WRDIR_LEN);
+  assert_non_null(check(TC_UP, TF_RD_DONE, TF_RDDONE_LEN - 1));
+  assert_non_null(check(TC_UP, TF_RD_DONE, TF_RDDONE_LEN + 1));
 }
 
 /* Every field of the direct requests goes and comes back. */
@@ -95,12 +98,19 @@ static void direct_requests_round_trip(void **state)
     rmx__tf_req_get(buf + TF_HDR, kind, &got);
     assert_memory_equal(&got, &r, sizeof(r));
   }
+  /* and a direct read's done: its id */
+  rmx__tf_hdr(buf, TF_RDDONE_LEN, TF_RD_DONE);
+  rmx__tf_done_put(buf + TF_HDR, 0x6162636465666768ull);
+  assert_null(rmx__tf_check(buf, TC_UP, 8192, &k, &blen));
+  assert_int_equal(k, TF_RD_DONE);
+  assert_int_equal(blen, TF_RDDONE_LEN);
+  assert_true(rmx__tf_done_get(buf + TF_HDR) == 0x6162636465666768ull);
 }
 
 static void unknown_kinds_and_set_bits_are_refused(void **state)
 {
   assert_non_null(check(TC_UP, 0, 0));
-  assert_non_null(check(TC_UP, TF_WR_DIR + 1, 0));
+  assert_non_null(check(TC_UP, TF_RD_DONE + 1, 0));
   uint8_t h[TF_HDR], k;
   uint32_t b;
   memcpy(h, "GET / HT", TF_HDR); /* kind 'H': an rmx frame's kind, but not first */
@@ -110,7 +120,7 @@ static void unknown_kinds_and_set_bits_are_refused(void **state)
     h[i] = 1;
     assert_non_null(rmx__tf_check(h, TC_UP, 8192, &k, &b));
   }
-  for (int kind = TF_WR_DIR + 1; kind < TF_FRAME; kind++)
+  for (int kind = TF_RD_DONE + 1; kind < TF_FRAME; kind++)
     assert_non_null(check(TC_UP, (uint8_t)kind, 0));
 }
 

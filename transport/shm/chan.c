@@ -5,6 +5,7 @@
  * end and the close. The set-up itself is chan_setup.c's.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -322,8 +323,19 @@ int rmx__shm_chan_direct(rmx_shm_chan_t *ch, int sync)
   return !ch->late_status && rmx__shm_copy_agreed(ch);
 }
 
-int rmx__shm_chan_move(rmx_shm_chan_t *ch, int to_peer, void *local, uint64_t remote,
-                       size_t len)
+/* Has the peer ended the connection (closed or shut down its socket)?
+ * The kernel says so at once, whatever the peer's loop is doing. */
+static int peer_ended(const rmx_shm_chan_t *ch)
+{
+  struct pollfd p = {.fd = ch->sock, .events = POLLIN | POLLRDHUP};
+  int n;
+  do
+    n = poll(&p, 1, 0);
+  while (n < 0 && errno == EINTR);
+  return n < 0 || (n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)));
+}
+
+int rmx__shm_chan_pull(rmx_shm_chan_t *ch, void *local, uint64_t remote, size_t len)
 {
   if (!rmx__shm_chan_direct(ch, 1))
     return RMX_EPROTO;
@@ -331,10 +343,12 @@ int rmx__shm_chan_move(rmx_shm_chan_t *ch, int to_peer, void *local, uint64_t re
   if (remote > UINTPTR_MAX)
     return RMX_EINVAL;
 #endif
+  if (peer_ended(ch))
+    return RMX_ECONNRESET;
   struct iovec l = {.iov_base = local, .iov_len = len};
   struct iovec r = {.iov_base = (void *)(uintptr_t)remote, .iov_len = len};
-  return rmx__shm_cma_copy(ch->copy.pid, to_peer ? RMX_SHM_CMA_WRITE : RMX_SHM_CMA_READ, &l, 1,
-                           &r, 1, NULL);
+  int rc = rmx__shm_cma_copy(ch->copy.pid, RMX_SHM_CMA_READ, &l, 1, &r, 1, NULL);
+  return peer_ended(ch) ? RMX_ECONNRESET : rc; /* failed or not, across its end */
 }
 
 /* ---- set-up's frame ---- */
@@ -404,7 +418,7 @@ void rmx__shm_chan_up(rmx_shm_chan_t *ch)
 
 ssize_t rmx__shm_chan_write(rmx_shm_chan_t *ch, const struct iovec *iov, int n)
 {
-  if (!up(ch))
+  if (!up(ch) || ch->said_bye)
     return RMX_ENOTCONN;
   if (n < 0 || (n > 0 && iov == NULL))
     return RMX_EINVAL;
@@ -483,20 +497,36 @@ static void handle_closed(uv_handle_t *h)
   ch->cbs.closed(ch);
 }
 
+/* Everything we wrote is published in the ring before this send: the peer
+ * reads it all, then ends. A bye that does not fit (nothing else uses the
+ * socket: it always does) leaves the peer an end without a bye,
+ * RMX_ECONNRESET. Once. */
+static void say_bye(rmx_shm_chan_t *ch)
+{
+  if (ch->state != CH_UP || ch->late_status || ch->said_bye)
+    return;
+  ch->said_bye = 1;
+  uint8_t m[RMX_SHM_MSG];
+  rmx__shm_msg_put(m, RMX_SHM_BYE_MAGIC, ch->tx.pos, 0, NULL);
+  (void)rmx__shm_fds_send(ch->sock, m, sizeof(m), NULL, 0);
+}
+
+void rmx__shm_chan_cut(rmx_shm_chan_t *ch)
+{
+  if (ch->closing || ch->ended)
+    return; /* the socket is shut already */
+  say_bye(ch);
+  ch->said_bye = 1;
+  if (ch->sock >= 0)
+    shutdown(ch->sock, SHUT_WR);
+}
+
 void rmx__shm_chan_close(rmx_shm_chan_t *ch)
 {
   if (ch->closing)
     return;
   ch->closing = 1;
-  if (ch->state == CH_UP && !ch->late_status) {
-    /* Everything we wrote is published in the ring before this send: the
-     * peer reads it all, then ends. A bye that does not fit (nothing else
-     * uses the socket: it always does) leaves the peer an end without a
-     * bye, RMX_ECONNRESET. */
-    uint8_t m[RMX_SHM_MSG];
-    rmx__shm_msg_put(m, RMX_SHM_BYE_MAGIC, ch->tx.pos, 0, NULL);
-    (void)rmx__shm_fds_send(ch->sock, m, sizeof(m), NULL, 0);
-  }
+  say_bye(ch);
   if (ch->sock >= 0)
     shutdown(ch->sock, SHUT_RDWR);
   uv_close((uv_handle_t *)&ch->timer, handle_closed);

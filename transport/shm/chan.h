@@ -81,7 +81,11 @@
 #define RMX_SHM_NAME_MAX 107            /* a path or "@" and an abstract name */
 #define RMX_SHM_OFFER_MAGIC 0x4f4d5852u  /* "RMXO": one copy's probe */
 #define RMX_SHM_VERDICT_MAGIC 0x564d5852u /* "RMXV": what the probe found */
-#define RMX_SHM_FEAT_COPY 1u            /* set-up feature: the offers follow */
+/* Set-up feature: the offers follow, and one copy means each side pulls
+ * (reads finish with TF_RD_DONE). Bit 0 was an earlier one copy whose
+ * target also wrote into the initiator: a build that offers only that
+ * shares no one copy with this one, and their segment carries every byte. */
+#define RMX_SHM_FEAT_COPY 2u
 
 typedef struct rmx_shm_chan rmx_shm_chan_t;
 typedef struct rmx_shm_listener rmx_shm_listener_t;
@@ -138,6 +142,7 @@ struct rmx_shm_chan {
   uint32_t rx_told;         /* the peer's head at the last readable */
   int want_wr;              /* a write took less than offered: writable owed */
   int kicked, in_dispatch, closing, ended;
+  int said_bye;             /* rmx__shm_chan_cut: nothing more goes into the ring */
   /* Polling: 1 while the owner wants the ring read every loop turn whether
    * or not it spins (its handshake, before its own busy-poll starts); NULL:
    * never. Asked after each turn's read. */
@@ -234,13 +239,24 @@ void rmx__shm_chan_set_polling(rmx_shm_chan_t *ch, int polling);
 
 /* One copy (cma.h). direct: 1 when both sides agreed to it, else 0; sync
  * 1 first takes the agreement's messages the socket holds (a peer sends
- * its verdict before its first request that relies on it). move: len
- * bytes between local here and remote in the peer (to_peer 1: into the
- * peer), for the target of a request: rmx__shm_cma_copy's results, and
- * RMX_EPROTO when it was not agreed. */
+ * its verdict before its first request that relies on it). pull: len
+ * bytes from remote in the peer into local here, only ever in this
+ * direction, so that no peer writes into this process (a peer we gave up
+ * on may still be running: it must find nothing of ours to write into):
+ * rmx__shm_cma_copy's results; RMX_EPROTO when it was not agreed;
+ * RMX_ECONNRESET when the peer has ended the connection, checked before
+ * the copy and again after it (what it gives up on it may reuse at once,
+ * so bytes read across its end may be anything). */
 int rmx__shm_chan_direct(rmx_shm_chan_t *ch, int sync);
-int rmx__shm_chan_move(rmx_shm_chan_t *ch, int to_peer, void *local, uint64_t remote,
-                       size_t len);
+int rmx__shm_chan_pull(rmx_shm_chan_t *ch, void *local, uint64_t remote, size_t len);
+
+/* End our side now (the memory a peer may pull from is going): a bye for
+ * what the ring holds goes to the peer, which reads it all and then ends,
+ * and our socket's write side is shut before this returns, so a pull the
+ * peer makes from now on, or one it was making, fails (its check after
+ * the copy sees the end). Nothing more is written into the ring; the
+ * channel still reads until its owner closes it. */
+void rmx__shm_chan_cut(rmx_shm_chan_t *ch);
 
 /* Close: a bye goes to the peer if the channel is up (what we wrote is
  * read there first), the socket is shut, and closed(ch) comes from the

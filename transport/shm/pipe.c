@@ -142,7 +142,15 @@ static int pipe_write(rmx_tp_conn_t *tc, wreq_t *w, const uv_buf_t *bufs, unsign
 
 static void on_writable(rmx_shm_chan_t *ch) { drain(ch->data); }
 
-static void pipe_cut(rmx_tp_conn_t *tc) { pipe_of(tc)->cut = 1; }
+/* Memory a queued write or a peer's pull reads from is going: neither may
+ * read it again (the peer learns before this returns). */
+static void pipe_cut(rmx_tp_conn_t *tc)
+{
+  shm_pipe_t *p = pipe_of(tc);
+  p->cut = 1;
+  if (p->started)
+    rmx__shm_chan_cut(&p->ch);
+}
 
 /* ---- reading ---- */
 
@@ -314,9 +322,9 @@ static size_t pipe_direct(rmx_tp_conn_t *tc, int sync)
   return tc->ch && rmx__shm_chan_direct(tc->ch, sync) ? RMX_SHM_COPY_MIN : 0;
 }
 
-static int pipe_copy(rmx_tp_conn_t *tc, int to_peer, void *local, uint64_t remote, size_t len)
+static int pipe_pull(rmx_tp_conn_t *tc, void *local, uint64_t remote, size_t len)
 {
-  return tc->ch ? rmx__shm_chan_move(tc->ch, to_peer, local, remote, len) : RMX_EPROTO;
+  return tc->ch ? rmx__shm_chan_pull(tc->ch, local, remote, len) : RMX_EPROTO;
 }
 
 /* The copy mode, once known: one log line per connection. */
@@ -328,7 +336,7 @@ static void on_copy(rmx_shm_chan_t *ch, int ok, const char *why)
     return;
   pipe_peer(tc, peer, sizeof(peer));
   if (ok)
-    RMX_TP_LOG(tc->tp->env, INFO, "shm: %s: one copy (process_vm_readv/writev) for remote reads "
+    RMX_TP_LOG(tc->tp->env, INFO, "shm: %s: one copy (process_vm_readv) for remote reads "
                "and writes of %u bytes and more", peer, (unsigned)RMX_SHM_COPY_MIN);
   else
     RMX_TP_LOG(tc->tp->env, INFO, "shm: %s: the segment carries every byte: %s", peer, why);
@@ -347,5 +355,5 @@ const tcp_pipe_t rmx__shm_pipe = {
   .peer = pipe_peer,
   .waiting = pipe_waiting,
   .direct = pipe_direct,
-  .copy = pipe_copy,
+  .pull = pipe_pull,
 };

@@ -80,6 +80,7 @@ rmx_tp_conn_t *rmx__tcp_conn_new(rmx_tp_t *tp, int passive)
   rmx_list_init(&tc->lst_link);
   rmx_list_init(&tc->srvq);
   rmx_list_init(&tc->srv_sent);
+  rmx_list_init(&tc->srv_held);
   rmx_list_init(&tc->later_link);
   tc->by_fd = -1;
   rmx_list_push(&tp->conns, &tc->tp_link);
@@ -283,6 +284,10 @@ void rmx__tcp_conn_frame(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, u
   case TF_WR_DIR:
     if (remote_allowed(tc))
       rmx__tcp_serve(tc, kind, body, blen);
+    break;
+  case TF_RD_DONE:
+    if (remote_allowed(tc))
+      rmx__tcp_pulled(tc, rmx__tf_done_get(body));
     break;
   default: /* the responses */
     rmx__tcp_on_resp(tc, kind, body, blen);

@@ -36,7 +36,7 @@ void rmx__tf_frame_unhdr(uint8_t *p)
 /* Is this kind allowed in this state, with this body length? */
 static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, size_t max_frame)
 {
-  if (kind >= TF_RD_REQ && kind <= TF_WR_DIR && state != TC_UP)
+  if (kind >= TF_RD_REQ && kind <= TF_RD_DONE && state != TC_UP)
     return "remote operation before the handshake";
   switch (kind) {
   case TF_HELLO:
@@ -69,6 +69,8 @@ static const char *kind_check(tc_state_t state, uint8_t kind, uint32_t blen, siz
     return blen != TF_RDDIR_LEN ? "malformed direct read request" : NULL;
   case TF_WR_DIR:
     return blen != TF_WRDIR_LEN ? "malformed direct write request" : NULL;
+  case TF_RD_DONE:
+    return blen != TF_RDDONE_LEN ? "malformed direct read's done" : NULL;
   default:
     return state == TC_WAIT_HELLO ? "not an rmx peer (bad first frame)" : "unknown frame kind";
   }
@@ -180,6 +182,10 @@ void rmx__tf_resp_get(const uint8_t *b, uint8_t kind, tf_resp_t *r)
   r->status = (int32_t)rmx_get32(b + 8);
   r->old = kind == TF_AT_RESP ? rmx_get64(b + 16) : 0;
 }
+
+void rmx__tf_done_put(uint8_t *b, uint64_t id) { rmx_put64(b, id); }
+
+uint64_t rmx__tf_done_get(const uint8_t *b) { return rmx_get64(b); }
 
 void rmx__tf_reject_put(uint8_t *b, int32_t status) { rmx_put32(b, (uint32_t)status); }
 

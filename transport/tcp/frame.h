@@ -22,25 +22,28 @@
 #define TF_ATRESP_LEN 24  /* id, status, pad, old value */
 #define TF_RDDIR_LEN 40   /* RD_REQ's body, then the initiator's address */
 #define TF_WRDIR_LEN 48   /* WR_REQ's fixed part, then the initiator's address; no data */
+#define TF_RDDONE_LEN 8   /* the direct read's id */
 #define TF_HELLO_MAX 256  /* the core's hello, at most */
 #define TF_MAX_IO (1u << 30)  /* largest single remote write */
 #define TF_CHUNK (256u << 10) /* read response data per frame, at most (more: malformed) */
 
-/* Kinds 1..12 are the transport's own, with flags and reserved 0 (4 was
+/* Kinds 1..13 are the transport's own, with flags and reserved 0 (4 was
  * protocol version 2's MSG, which wrapped a whole rmx frame). A kind from
  * TF_FRAME up is an rmx frame of type kind - TF_FRAME: the flags byte is
  * the frame's flags, the reserved field its credits, the body its body, so
  * a message costs one 8-byte header, not two. */
 enum {
   TF_HELLO = 1, TF_HELLO_ACK, TF_REJECT, TF_RD_REQ = 5, TF_RD_RESP, TF_WR_REQ, TF_WR_RESP,
-  TF_AT_REQ, TF_AT_RESP, TF_RD_DIR, TF_WR_DIR, TF_FRAME = 16
+  TF_AT_REQ, TF_AT_RESP, TF_RD_DIR, TF_WR_DIR, TF_RD_DONE, TF_FRAME = 16
 };
-/* TF_RD_DIR and TF_WR_DIR are a read and a write whose data the target
- * moves itself, straight between its memory and the initiator's (shm's
- * one copy, pipe op `direct`): the request names the initiator's buffer
- * (`from`), no data follows a write, and the answer (RD_RESP without data,
- * WR_RESP) says it is done. Only a connection whose pipe agreed to it
- * carries them. */
+/* TF_RD_DIR and TF_WR_DIR are a read and a write by one copy (shm's
+ * process_vm_readv, pipe ops `direct` and `pull`): the request names the
+ * initiator's buffer (`from`) and no data follows a write. A write's
+ * target pulls the bytes from `from`, then answers (WR_RESP). A read's
+ * target checks, answers (RD_RESP without data) and keeps the memory
+ * until the initiator, having pulled the bytes itself, says so with
+ * TF_RD_DONE (its id; reads are done in the order answered). Only a
+ * connection whose pipe agreed to it carries them. */
 
 typedef enum {
   TC_CONNECTING,  /* active: TCP connect in flight */
@@ -99,6 +102,10 @@ void rmx__tf_req_get(const uint8_t *b, uint8_t kind, tf_req_t *r);
 size_t rmx__tf_resp_put(uint8_t *p, uint8_t kind, const tf_resp_t *r, size_t dlen);
 /* Read the fixed part of a response's body. */
 void rmx__tf_resp_get(const uint8_t *b, uint8_t kind, tf_resp_t *r);
+
+/* A RD_DONE's body: the direct read's id. */
+void rmx__tf_done_put(uint8_t *b, uint64_t id);
+uint64_t rmx__tf_done_get(const uint8_t *b);
 
 /* A REJECT's body. */
 void rmx__tf_reject_put(uint8_t *b, int32_t status);

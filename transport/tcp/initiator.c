@@ -78,6 +78,7 @@ int rmx__tcp_read(rmx_tp_conn_t *tc, void *dst, size_t len, rmx_tp_mem_t *dst_me
   if (rc == 0) {
     rd->dst = dst;
     rd->len = len;
+    rd->raddr = raddr;
   }
   return rc;
 }
@@ -115,13 +116,17 @@ static void pend_done(rmx_tp_conn_t *tc, rd_t *rd, int status)
   tc_ev(tc, t, status, op, NULL, 0);
 }
 
-/* The oldest outstanding request, if it is of this kind. */
+/* The oldest outstanding request, if it is of this kind. Reads lost to the
+ * peer's end (they lead the list) wait for the connection's. */
 static rd_t *pend_head(rmx_tp_conn_t *tc, uint8_t kind, uint64_t id)
 {
-  if (rmx_list_empty(&tc->rd_pending))
-    return NULL;
-  rd_t *rd = rmx_container_of(tc->rd_pending.next, rd_t, link);
-  return rd->kind == kind && rd->id == id ? rd : NULL;
+  rmx_list_t *n;
+  rmx_list_foreach(n, &tc->rd_pending) {
+    rd_t *rd = rmx_container_of(n, rd_t, link);
+    if (!rd->lost)
+      return rd->kind == kind && rd->id == id ? rd : NULL;
+  }
+  return NULL;
 }
 
 /* Reads still owed an answer complete now, before CLOSED. */
@@ -162,8 +167,35 @@ static void on_rd_resp(rmx_tp_conn_t *tc, const tf_resp_t *r, uint32_t blen)
     rmx__tcp_proto_fail(tc, "read response of the wrong length");
     return;
   }
-  if (r->status || rd->direct) { /* a direct read's data is in place */
-    pend_done(tc, rd, rmx__wire_status(r->status));
+  if (r->status || rd->direct) {
+    int st = rmx__wire_status(r->status);
+    /* The target checked the read, after every request before it, and
+     * said yes: the bytes are ours to take from its memory, which it keeps
+     * until our done. */
+    if (st == 0 && rd->len) {
+      st = tc->tp->pipe->pull(tc, rd->dst, rd->raddr, rd->len);
+      if (st == RMX_EPROTO) {
+        rmx__tcp_proto_fail(tc, "direct read answered on a connection that agreed to no such thing");
+        return;
+      }
+      if (st == RMX_ECONNRESET) {
+        /* The peer ended across the copy and may have reused the memory:
+         * the bytes may not be the read's. The read fails with the
+         * connection, which ends with what the peer sent before it. */
+        rd->lost = 1;
+        return;
+      }
+      if (st == 0)
+        tc->tp->direct_bytes += rd->len;
+      uint8_t id[TF_RDDONE_LEN];
+      rmx__tf_done_put(id, rd->id);
+      int rc = rmx__tcp_write_small(tc, W_CTRL, TF_RD_DONE, id, sizeof(id));
+      if (rc) {
+        rmx__tcp_fail(tc, rc);
+        return;
+      }
+    }
+    pend_done(tc, rd, st);
     return;
   }
   tc->sink = (sink_t){.dst = rd->dst + rd->got, .left = dlen, .done = rd_landed, .rd = rd};

@@ -112,6 +112,8 @@ void rmx__tcp_target_drop(rmx_tp_conn_t *tc)
     srv_free(tc, rmx_container_of(n, srv_t, link));
   while ((n = rmx_list_pop(&tc->srv_sent)) != NULL)
     srv_free(tc, rmx_container_of(n, srv_t, link));
+  while ((n = rmx_list_pop(&tc->srv_held)) != NULL)
+    srv_free(tc, rmx_container_of(n, srv_t, link));
   if (tc->sink.m)
     mem_unuse(tc->sink.m);
 }
@@ -119,7 +121,8 @@ void rmx__tcp_target_drop(rmx_tp_conn_t *tc)
 /* ---- answers ---- */
 
 /* A response frame is in the socket: its chunk no longer reads the memory,
- * and with its last frame the request leaves the window. */
+ * and with its last frame the request leaves the window, unless it is a
+ * direct read's yes whose done has not come: the peer may be pulling. */
 static void resp_done(rmx_tp_conn_t *tc, srv_t *sv, int data, int last)
 {
   if (data) {
@@ -128,7 +131,41 @@ static void resp_done(rmx_tp_conn_t *tc, srv_t *sv, int data, int last)
   }
   if (last) {
     rmx_list_del(&sv->link);
+    if (sv->hold && !sv->pulled)
+      rmx_list_push(&tc->srv_held, &sv->link);
+    else
+      srv_free(tc, sv);
+  }
+}
+
+/* The peer has pulled the bytes of the oldest direct read we said yes to
+ * and not heard of since (answers and dones keep request order). One that
+ * names another id, or none, is a broken peer. */
+void rmx__tcp_pulled(rmx_tp_conn_t *tc, uint64_t id)
+{
+  srv_t *sv = NULL;
+  rmx_list_t *n;
+  int held = !rmx_list_empty(&tc->srv_held);
+  if (held) {
+    sv = rmx_container_of(tc->srv_held.next, srv_t, link);
+  } else {
+    rmx_list_foreach(n, &tc->srv_sent) { /* its answer's write not ended yet */
+      srv_t *s = rmx_container_of(n, srv_t, link);
+      if (s->hold && !s->pulled) {
+        sv = s;
+        break;
+      }
+    }
+  }
+  if (!sv || sv->id != id) {
+    rmx__tcp_proto_fail(tc, "done for no direct read answered");
+    return;
+  }
+  if (held) {
+    rmx_list_del(&sv->link);
     srv_free(tc, sv);
+  } else {
+    sv->pulled = 1; /* freed when its write ends */
   }
 }
 
@@ -156,6 +193,7 @@ static void srv_pump(rmx_tp_conn_t *tc)
       return; /* a write whose data is still arriving */
     if (sv->kind == TF_RD_RESP && sv->status == 0 && sv->m && sv->m->dead) {
       sv->status = RMX_EACCES;
+      sv->hold = 0; /* a direct read: refused, so the peer pulls nothing */
       refused(tc, "read (deregistered while read)", sv->left, sv->addr, sv->status);
     }
     if (sv->kind == TF_RD_RESP && sv->status == 0)
@@ -205,14 +243,15 @@ void rmx__tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int 
 
 /* ---- deregistration while served ---- */
 
-/* Does tc have data of m queued in its socket? */
+/* Does tc have data of m queued in its socket, or may its peer be
+ * pulling from m (a direct read answered yes, its done not come)? */
 int rmx__tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m)
 {
-  rmx_list_t *lists[2] = {&tc->srvq, &tc->srv_sent}, *n;
-  for (int i = 0; i < 2; i++)
+  rmx_list_t *lists[3] = {&tc->srvq, &tc->srv_sent, &tc->srv_held}, *n;
+  for (int i = 0; i < 3; i++)
     rmx_list_foreach(n, lists[i]) {
       srv_t *sv = rmx_container_of(n, srv_t, link);
-      if (sv->m == m && sv->inflight)
+      if (sv->m == m && (sv->inflight || (i > 0 && sv->hold && !sv->pulled)))
         return 1;
     }
   return 0;
@@ -349,18 +388,24 @@ static void serve_write(rmx_tp_conn_t *tc, const tf_req_t *r, uint32_t blen)
 }
 
 /*
- * A read or write whose data we move ourselves, straight between the
- * registration and the initiator's buffer (the pipe's copy), at once: the
- * answer then carries no data. The registration is checked as for any
- * request, and our side of the copy touches nothing else; the initiator's
- * side is the address it named, in its own memory. A copy that fails (the
- * peer named memory it does not have: RMX_EINVAL) fails the request.
+ * A read or write by one copy: the answer carries no data. The
+ * registration is checked as for any request, in request order. A write's
+ * bytes we pull ourselves, at once, from the address the initiator named
+ * in its own memory into the registration; a read's the initiator pulls
+ * from the registration once it has our yes, and we keep the registration
+ * (a deregistration cuts the connection) until its done says it has. Bytes
+ * move only towards the side that copies, so no process writes into
+ * another. A copy that fails (the peer named memory it does not have:
+ * RMX_EINVAL) fails the request; one the initiator's end cut across
+ * (RMX_ECONNRESET) is answered so, and its immediate, whose bytes may not
+ * have landed, is not reported: the connection ends with the bye that
+ * follows.
  */
 static void serve_direct(rmx_tp_conn_t *tc, uint8_t kind, const tf_req_t *r)
 {
-  int rd = kind == TF_RD_DIR;
+  int rd = kind == TF_RD_DIR, rc = 0;
   const tcp_pipe_t *pp = tc->tp->pipe;
-  if (!pp->copy || !pp->direct(tc, 1)) {
+  if (!pp->pull || !pp->direct(tc, 1)) {
     rmx__tcp_proto_fail(tc, "direct request on a connection that agreed to no such thing");
     return;
   }
@@ -374,22 +419,25 @@ static void serve_direct(rmx_tp_conn_t *tc, uint8_t kind, const tf_req_t *r)
   rmx_tp_mem_t *m = check_access(tc, r->key, r->addr, r->len,
                                  rd ? RMX_TP_ACC_REMOTE_READ : RMX_TP_ACC_REMOTE_WRITE,
                                  rd ? "read" : "write", &sv->status);
-  if (m && r->len) {
-    int rc = pp->copy(tc, rd, (void *)(uintptr_t)r->addr, r->from, r->len);
+  if (m && r->len && rd) {
+    mem_use(m);
+    sv->m = m;
+    sv->hold = 1;
+  } else if (m && r->len) {
+    rc = pp->pull(tc, (void *)(uintptr_t)r->addr, r->from, r->len);
     if (rc == RMX_EPROTO) { /* the agreement ended meanwhile: sv goes with the connection */
       rmx__tcp_proto_fail(tc, "direct request on a connection that agreed to no such thing");
       return;
     }
     if (rc == 0)
       tc->tp->direct_bytes += r->len;
-    else
-      refused(tc, rd ? "direct read (the copy failed)" : "direct write (the copy failed)",
-              r->len, r->addr, sv->status = rc);
+    else if ((sv->status = rc) != RMX_ECONNRESET)
+      refused(tc, "direct write (the copy failed)", r->len, r->addr, rc);
   }
   if (rd)
     srv_pump(tc); /* sv->left 0: the answer has no data */
   else
-    written(tc, sv, r->flags & 1, r->imm, r->len);
+    written(tc, sv, (r->flags & 1) && rc != RMX_ECONNRESET, r->imm, r->len);
 }
 
 /* A request from the peer, whom the core has accepted. */

@@ -61,9 +61,12 @@ typedef struct wreq {
  * at a time for reads; the record counts against the window until its
  * final frame is written. */
 typedef struct srv {
-  rmx_list_t link;    /* srvq until the final frame is written, then srv_sent */
+  rmx_list_t link;    /* srvq until the final frame is written, then srv_sent;
+                         a direct read said yes to: srv_held until its done */
   uint8_t kind;       /* the answer: TF_RD_RESP, TF_WR_RESP, TF_AT_RESP */
   uint8_t ready;      /* writes: the data has landed or been skipped */
+  uint8_t hold;       /* a direct read said yes to: the peer pulls from m */
+  uint8_t pulled;     /* its done came (before its answer's write ended) */
   uint64_t id;
   int32_t status;
   rmx_tp_mem_t *m;    /* reads: the memory (a use is held) */
@@ -79,8 +82,10 @@ typedef struct rd {
   rmx_list_t link;
   uint64_t id;
   uint8_t kind; /* TF_RD_REQ, TF_WR_REQ, TF_AT_REQ (TF_RD_DIR, TF_WR_DIR go as these) */
-  uint8_t direct; /* the target moves the data itself: a read's answer has none */
+  uint8_t direct; /* by one copy: a read's answer has no data, we pull it */
+  uint8_t lost;   /* a pull the peer's end cut across: ends with the connection */
   uint8_t *dst; /* reads: destination */
+  uint64_t raddr; /* direct reads: where the bytes are in the peer */
   size_t len;
   size_t got;   /* reads: bytes arrived so far */
   uint64_t *old; /* atomics: where the old value goes */
@@ -150,17 +155,19 @@ typedef struct tcp_pipe {
   /* 1 when written bytes wait to reach the peer; *taken: a count of the
    * bytes it took, which only grows (rmx__tcp_stuck compares them). */
   int (*waiting)(rmx_tp_conn_t *tc, uint64_t *taken);
-  /* One copy between the two processes (shm's process_vm_readv/writev);
-   * both NULL where the medium has none. direct: the smallest read or
-   * write that goes by one copy on this connection, 0 while none does (not
-   * agreed with the peer, or not yet); sync 1 (the target's, before it
-   * serves a direct request) first takes what the peer sent to agree.
-   * copy, the target's: move len bytes
-   * between local here and remote in the peer (to_peer 1: from here into
-   * the peer): 0; RMX_EPROTO when the connection never agreed to it (the
-   * peer broke the rule); another RMX_E* when the copy failed. */
+  /* One copy between the two processes (shm's process_vm_readv); both
+   * NULL where the medium has none. direct: the smallest read or write
+   * that goes by one copy on this connection, 0 while none does (not
+   * agreed with the peer, or not yet); sync 1 (before a side relies on
+   * the agreement) first takes what the peer sent to agree. pull: len
+   * bytes from remote in the peer into local here. Bytes only ever move
+   * towards the side that copies (a read's initiator, a write's target),
+   * so a peer this side gave up on, still running, has nothing of ours
+   * to write into. 0; RMX_EPROTO when the connection never agreed to it
+   * (the peer broke the rule); RMX_ECONNRESET when the peer ended it;
+   * another RMX_E* when the copy failed. */
   size_t (*direct)(rmx_tp_conn_t *tc, int sync);
-  int (*copy)(rmx_tp_conn_t *tc, int to_peer, void *local, uint64_t remote, size_t len);
+  int (*pull)(rmx_tp_conn_t *tc, void *local, uint64_t remote, size_t len);
 } tcp_pipe_t;
 
 extern const tcp_pipe_t rmx__tcp_sock_pipe;
@@ -197,7 +204,7 @@ struct rmx_tp {
   rmx_list_t listeners; /* every listener not yet closing */
   uint32_t nconns;  /* how many */
   uint64_t refused; /* connects without a file descriptor (rmx_ctx_stats_t tp_refused) */
-  uint64_t direct_bytes; /* moved by the pipe's copy, as target (tp_direct_bytes) */
+  uint64_t direct_bytes; /* pulled by the pipe's copy (tp_direct_bytes) */
   rmx_tp_conn_t *hot; /* the last connection that read something (busy-polling) */
   rmx_tp_conn_t **by_fd; /* connections the fast path found by socket */
   size_t by_fd_len;
@@ -289,7 +296,8 @@ struct rmx_tp_conn {
   uint64_t serial;     /* names this connection in registration scopes */
   rmx_list_t srvq;     /* requests served, answers not yet fully written */
   rmx_list_t srv_sent; /* answers written, writes not yet complete */
-  uint32_t nsrv;       /* both: counts against the window */
+  rmx_list_t srv_held; /* direct reads answered yes: the peer pulls, then says done */
+  uint32_t nsrv;       /* all three: count against the window */
   uint32_t chunks_out;  /* read answer chunks handed to the socket */
   uint8_t ready;       /* the core accepted the peer: serve its requests */
   uint8_t cut;         /* write side shut: memory it wrote from was released */
@@ -392,6 +400,8 @@ void rmx__tcp_pend_cancel(rmx_tp_conn_t *tc);
 /* target.c */
 rmx_tp_mem_t *rmx__tcp_mem_find(rmx_tp_t *tp, uint64_t key);
 void rmx__tcp_serve(rmx_tp_conn_t *tc, uint8_t kind, const uint8_t *body, uint32_t blen);
+/* The peer pulled the direct read id (TF_RD_DONE): its memory is free. */
+void rmx__tcp_pulled(rmx_tp_conn_t *tc, uint64_t id);
 void rmx__tcp_resp_written(rmx_tp_conn_t *tc, void *op, int data, int last, int status);
 int rmx__tcp_sends_from(rmx_tp_conn_t *tc, const rmx_tp_mem_t *m);
 void rmx__tcp_cut_writes(rmx_tp_conn_t *tc);
