@@ -272,12 +272,13 @@ void rmx__tcp_cut_writes(rmx_tp_conn_t *tc)
    * sends a rendezvous FIN before reading the data): limited then. */
   if (tc->passive)
     RMX_TP_LOG_LIMITED(tc->tp->env, &tc->tp->rl_cut, uv_now(tc->tp->loop), WARN, "%s: memory "
-                       "%s was reading was released while its data was being sent (a "
+                       "%s was reading was released while its data was being sent or pulled (a "
                        "rendezvous FIN before the data arrived?): closing the connection",
                        tc->tp->name, rmx__tcp_peer(tc, peer, sizeof(peer)));
   else
     RMX_TP_LOG(tc->tp->env, WARN, "%s: memory %s was reading was released while its data was "
-               "being sent (a rendezvous FIN before the data arrived?): closing the connection",
+               "being sent or pulled (a rendezvous FIN before the data arrived?): closing the "
+               "connection",
                tc->tp->name, rmx__tcp_peer(tc, peer, sizeof(peer)));
   rmx__tcp_fail_later(tc, RMX_EACCES);
 }
