@@ -126,6 +126,15 @@ static size_t b_rdreq_tflags(uint8_t *o)
   return n;
 }
 static size_t b_kind11(uint8_t *o) { return tf(o, 11, 0); }
+/* A direct read's done (kind 13), over TCP, which never agreed to one copy
+ * and so holds no read to be done with; and one of the wrong length. */
+static size_t b_rddone_none(uint8_t *o)
+{
+  uint8_t id[8];
+  p64(id, 1);
+  return tframe(o, 13, id, 8);
+}
+static size_t b_rddone_short(uint8_t *o) { return tf(o, 13, 0); }
 static size_t b_kind0(uint8_t *o) { return tf(o, 0, 0); }
 static size_t b_data_flag8(uint8_t *o) { return msg_frame(o, F_DATA, 8, 0, "hi", 2); }
 static size_t b_data_flag5(uint8_t *o) { return msg_frame(o, F_DATA, 5, 0, "hi", 2); }
@@ -246,6 +255,8 @@ static const bad_t bads[] = {
   {"rmx type 239 (kind 255)", 1, X_EPROTO, 0, b_type239},
   {"RD_REQ with frame flags", 1, X_EPROTO, 0, b_rdreq_tflags},
   {"frame kind 11", 1, X_EPROTO, 0, b_kind11},
+  {"RD_DONE for no direct read", 1, X_EPROTO, 0, b_rddone_none},
+  {"RD_DONE of 0 bytes", 1, X_EPROTO, 0, b_rddone_short},
   {"frame kind 0", 1, X_EPROTO, 0, b_kind0},
   {"DATA with flag 8", 1, X_EPROTO, 0, b_data_flag8},
   {"DATA with flags 5 (notification and RPC request)", 1, X_EPROTO, 0, b_data_flag5},
